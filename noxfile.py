@@ -1,0 +1,128 @@
+"""Sessions for the monorepo: one per package, plus integration, lint, demo, bench and docs.
+
+Each package session installs that package alone (with its declared dependencies, resolved
+from the local checkout for our own packages) into a fresh virtualenv, which proves its
+dependency edges, then runs its ``tests/``. Every install goes through ``constraints.txt``.
+
+    nox                  # every default session: lint, each package, integration, docs
+    nox -s rlspecs       # one package
+    nox -s demo          # the README's demo
+"""
+
+from __future__ import annotations
+
+import pathlib
+import tomllib
+
+import nox
+from packaging.requirements import Requirement
+
+ROOT = pathlib.Path(__file__).parent
+PACKAGES_DIR = ROOT / "packages"
+CONSTRAINTS = ("-c", str(ROOT / "constraints.txt"))
+PYTHON = "3.11"
+
+nox.options.reuse_existing_virtualenvs = True
+nox.options.error_on_missing_interpreters = True
+nox.options.sessions = [
+    "lint",
+    "rlspecs",
+    "rlcore",
+    "rlmocks",
+    "rlbatched",
+    "rllibs",
+    "rlmodules",
+    "rlcollectors",
+    "integration",
+]
+
+# Extras a package's own tests need, and our packages its tests use without depending on them.
+TEST_EXTRAS = {"rllibs": "[gym,dmc]"}
+TEST_LOCAL_DEPS = {
+    "rlbatched": ["rlmocks"],
+    "rllibs": ["rlbatched", "rlmocks"],
+    "rlcollectors": ["rlmocks", "rlmodules"],
+}
+TEST_TOOLS = ["pytest>=8", "hypothesis>=6", "pytest-timeout>=2.3"]
+
+
+# ----------------------------------------------------------------------------- Helpers
+
+
+def _pyproject(name: str) -> dict:
+    return tomllib.loads((PACKAGES_DIR / name / "pyproject.toml").read_text())
+
+
+def _local_packages() -> list[str]:
+    return sorted(p.parent.name for p in PACKAGES_DIR.glob("*/pyproject.toml"))
+
+
+def _local_closure(names: list[str]) -> list[str]:
+    """``names`` and every package of ours they depend on, lowest first."""
+    local = set(_local_packages())
+    ordered: list[str] = []
+
+    def visit(name: str) -> None:
+        if name in ordered:
+            return
+        for req in _pyproject(name)["project"].get("dependencies", []):
+            dep = Requirement(req).name
+            if dep in local:
+                visit(dep)
+        ordered.append(name)
+
+    for name in names:
+        visit(name)
+    return ordered
+
+
+def _install_local(session: nox.Session, names: list[str], extras: dict[str, str]) -> None:
+    targets = [f"{PACKAGES_DIR / n}{extras.get(n, '')}" for n in _local_closure(names)]
+    session.install(*CONSTRAINTS, *targets)
+
+
+def _package_session(name: str):
+    def run(session: nox.Session) -> None:
+        _install_local(session, [name, *TEST_LOCAL_DEPS.get(name, [])], TEST_EXTRAS)
+        session.install(*CONSTRAINTS, *TEST_TOOLS)
+        session.run("pytest", str(PACKAGES_DIR / name / "tests"), "-q", *session.posargs)
+
+    run.__doc__ = f"Install {name} alone with its declared dependencies and run its tests."
+    return run
+
+
+# ----------------------------------------------------------------------------- Sessions
+
+for _name in _local_packages():
+    nox.session(name=_name, python=PYTHON)(_package_session(_name))
+
+
+@nox.session(python=PYTHON)
+def integration(session: nox.Session) -> None:
+    """Every package with its extras; the cross-package suite in integration_tests/."""
+    _install_local(session, _local_packages(), {"rllibs": "[gym,dmc]"})
+    session.install(
+        *CONSTRAINTS, *TEST_TOOLS, "pytest-rerunfailures>=14", "pyyaml", "packaging"
+    )
+    session.run("pytest", "integration_tests", "-q", *session.posargs)
+
+
+@nox.session(python=PYTHON)
+def lint(session: nox.Session) -> None:
+    """ruff check, ruff format --check, and the dependency-edge check."""
+    session.install("ruff==0.17.6")
+    session.run("ruff", "check", ".")
+    session.run("ruff", "format", "--check", ".")
+    checker = ROOT.parent / "shared" / "tools" / "check_edges.py"
+    if checker.exists():
+        session.run("python", str(checker), str(ROOT))
+    else:
+        session.warn(f"{checker} not found: dependency-edge check skipped")
+
+
+@nox.session(python=PYTHON, default=False)
+def demo(session: nox.Session) -> None:
+    """The README's demo: a random-policy rollout of a real env in a ParallelEnv."""
+    _install_local(session, ["rlbatched", "rllibs"], {"rllibs": "[gym,dmc]"})
+    session.install(*CONSTRAINTS, "tqdm")
+    session.run("python", str(ROOT / "examples" / "demo.py"), *session.posargs)
