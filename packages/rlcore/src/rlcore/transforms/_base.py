@@ -1,0 +1,572 @@
+"""`Transform`, the base of every env transform, and `Compose`, a chain of transforms."""
+
+from __future__ import annotations
+
+import copy
+import weakref
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
+
+import torch
+from tensordict import NestedKey, TensorDict, TensorDictBase, unravel_key
+from torch import nn
+
+if TYPE_CHECKING:
+    from rlspecs import Composite, TensorSpec
+
+    from ._transformed_env import TransformedEnv
+
+MISSING_KEY_ERROR = "{cls}: in_key {key!r} not found in the tensordict (keys: {keys})"
+PARENT_SET_ERROR = "{cls} already belongs to an env or a Compose; use transform.clone() to get a copy without parent"
+UNREGISTERED_KEY_ERROR = (
+    "{cls} writes {key!r} but no spec declares it (spec keys: {keys}); "
+    "register it in transform_output_spec/transform_observation_spec"
+)
+
+
+def _as_key_list(value: Sequence[NestedKey] | NestedKey | None) -> list[NestedKey] | None:
+    """Normalise one key or a sequence of keys into a list of unravelled keys."""
+    if value is None:
+        return None
+    if isinstance(value, (str, tuple)):
+        value = [value]
+    return [unravel_key(key) for key in value]
+
+
+def _key_tuple(key: NestedKey) -> tuple[str, ...]:
+    return (key,) if isinstance(key, str) else tuple(key)
+
+
+def _join(root: tuple[str, ...], leaf: str) -> NestedKey:
+    """The key `leaf` under the nesting `root` (a plain string at the root)."""
+    return (*root, leaf) if root else leaf
+
+
+def done_roots(full_done_spec: Composite) -> list[tuple[str, ...]]:
+    """The nesting levels holding done flags, outermost first, nested levels under a root dropped.
+
+    Each root is one reset group: `"_reset"` lives at `(*root, "_reset")`.
+    """
+    roots: list[tuple[str, ...]] = []
+    for key in full_done_spec.keys(True, True):
+        root = _key_tuple(key)[:-1]
+        if root not in roots:
+            roots.append(root)
+    roots.sort(key=len)
+    kept: list[tuple[str, ...]] = []
+    for root in roots:
+        if not any(root[: len(k)] == k for k in kept):
+            kept.append(root)
+    return kept
+
+
+def _spec_keys(spec: Composite) -> set[NestedKey]:
+    return {unravel_key(k) for k in spec.keys(True)}
+
+
+def _expand_mask(mask: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+    """Shape a reset mask like `target`: same numel → reshape, else right-expand the batch dims."""
+    if mask.shape == target.shape:
+        return mask
+    if mask.numel() == target.numel():
+        return mask.reshape(target.shape)
+    while mask.ndim > 1 and mask.shape[-1] == 1:
+        mask = mask.squeeze(-1)
+    while mask.ndim < target.ndim:
+        mask = mask.unsqueeze(-1)
+    return mask.expand_as(target)
+
+
+def _group_of(key: NestedKey, roots: Sequence[tuple[str, ...]]) -> tuple[str, ...]:
+    """The deepest done root that contains `key` (the root level `()` when none does)."""
+    path = _key_tuple(key)[:-1]
+    best: tuple[str, ...] = ()
+    for root in roots:
+        if path[: len(root)] == root and len(root) >= len(best):
+            best = root
+    return best
+
+
+def _get(tensordict: TensorDictBase, key: NestedKey) -> Any:
+    """`tensordict.get(key, None)`, without tensordict's per-call dispatch for plain root keys."""
+    if type(tensordict) is TensorDict and type(key) is str:
+        return tensordict._tensordict.get(key)
+    return tensordict.get(key, None)
+
+
+def _set(tensordict: TensorDictBase, key: NestedKey, value: torch.Tensor) -> None:
+    """`tensordict.set(key, value)` for values derived from the same tensordict (no re-validation)."""
+    if type(tensordict) is TensorDict and type(key) is str:
+        tensordict._set_str(key, value, inplace=False, validated=True)
+    else:
+        tensordict.set(key, value)
+
+
+class Transform(nn.Module):
+    """Base class of env transforms: rewrites what an env outputs and what it receives.
+
+    Subclasses override the narrowest hook that fits:
+
+    - `_apply_transform(tensor)` / `_inv_apply_transform(tensor)` for a per-key tensor map
+      (applied from `in_keys` to `out_keys`, and from `out_keys_inv` to `in_keys_inv` before
+      the base env steps);
+    - `_call(next_td)` for a map of the whole step output, `_step(td, next_td)` when the data at
+      time t is needed too, `_reset(td, td_reset)` for stateful transforms;
+    - `transform_observation_spec` / `transform_reward_spec` / `transform_done_spec` /
+      `transform_action_spec` / `transform_state_spec` (or the whole `transform_output_spec` /
+      `transform_input_spec`) so that the specs describe the transformed data.
+
+    `TransformedEnv` transforms the specs once (output spec first, then input spec) and caches them;
+    per step only `_inv_call`, `_step` and `_reset` run.
+
+    Examples:
+        >>> import torch
+        >>> from tensordict import TensorDict
+        >>> class AddOne(Transform):
+        ...     def _apply_transform(self, obs):
+        ...         return obs + 1
+        >>> AddOne(in_keys=["obs"])(TensorDict(obs=torch.zeros(2)))["obs"]
+        tensor([1., 1.])
+    """
+
+    _call_on_reset = False  # observation-like transforms also rewrite the reset output
+
+    def __init__(
+        self,
+        in_keys: Sequence[NestedKey] | NestedKey | None = None,
+        out_keys: Sequence[NestedKey] | NestedKey | None = None,
+        in_keys_inv: Sequence[NestedKey] | NestedKey | None = None,
+        out_keys_inv: Sequence[NestedKey] | NestedKey | None = None,
+    ) -> None:
+        super().__init__()
+        # set through __dict__ so that nn.Module never registers the env as a submodule
+        self.__dict__["_container"] = None
+        self.__dict__["_parent"] = None
+        self._missing_tolerance = False
+        self.in_keys = in_keys
+        self.out_keys = out_keys
+        self.in_keys_inv = in_keys_inv
+        self.out_keys_inv = out_keys_inv
+
+    # ----------------------------------------------------------------- keys
+    @property
+    def in_keys(self) -> list[NestedKey]:
+        """Keys read by the forward transform."""
+        return self.__dict__.get("_in_keys") or []
+
+    @in_keys.setter
+    def in_keys(self, value: Sequence[NestedKey] | NestedKey | None) -> None:
+        self.__dict__["_in_keys"] = _as_key_list(value)
+
+    @property
+    def out_keys(self) -> list[NestedKey]:
+        """Keys written by the forward transform (default: the in_keys)."""
+        out_keys = self.__dict__.get("_out_keys")
+        return list(self.in_keys) if out_keys is None else out_keys
+
+    @out_keys.setter
+    def out_keys(self, value: Sequence[NestedKey] | NestedKey | None) -> None:
+        self.__dict__["_out_keys"] = _as_key_list(value)
+
+    @property
+    def in_keys_inv(self) -> list[NestedKey]:
+        """Keys as the base env expects them, written by the inverse transform."""
+        return self.__dict__.get("_in_keys_inv") or []
+
+    @in_keys_inv.setter
+    def in_keys_inv(self, value: Sequence[NestedKey] | NestedKey | None) -> None:
+        self.__dict__["_in_keys_inv"] = _as_key_list(value)
+
+    @property
+    def out_keys_inv(self) -> list[NestedKey]:
+        """Keys as the outside sees them, read by the inverse transform (default: in_keys_inv)."""
+        out_keys_inv = self.__dict__.get("_out_keys_inv")
+        return list(self.in_keys_inv) if out_keys_inv is None else out_keys_inv
+
+    @out_keys_inv.setter
+    def out_keys_inv(self, value: Sequence[NestedKey] | NestedKey | None) -> None:
+        self.__dict__["_out_keys_inv"] = _as_key_list(value)
+
+    @property
+    def has_inverse(self) -> bool:
+        """Whether the transform rewrites the env input (TransformedEnv skips a copy otherwise)."""
+        return bool(self.in_keys_inv) or type(self)._inv_call is not Transform._inv_call
+
+    # ------------------------------------------------------------ data path
+    def _apply_transform(self, obs: torch.Tensor) -> torch.Tensor:
+        """Map one tensor read at an in_key to the value written at the matching out_key."""
+        raise NotImplementedError(
+            f"{type(self).__name__} defines neither _apply_transform nor _call"
+        )
+
+    def _inv_apply_transform(self, state: torch.Tensor) -> torch.Tensor:
+        """Map one tensor read at an out_key_inv to the value the base env gets (identity)."""
+        return state
+
+    def _missing(self, key: NestedKey, tensordict: TensorDictBase) -> None:
+        if not self._missing_tolerance:
+            raise KeyError(
+                MISSING_KEY_ERROR.format(
+                    cls=type(self).__name__, key=key, keys=sorted(map(str, tensordict.keys(True)))
+                )
+            )
+
+    def _call(self, next_tensordict: TensorDictBase) -> TensorDictBase:
+        """Apply `_apply_transform` from each in_key to its out_key."""
+        for in_key, out_key in zip(self.in_keys, self.out_keys):
+            value = _get(next_tensordict, in_key)
+            if value is None:
+                self._missing(in_key, next_tensordict)
+            else:
+                next_tensordict.set(out_key, self._apply_transform(value))
+        return next_tensordict
+
+    def _inv_call(self, tensordict: TensorDictBase) -> TensorDictBase:
+        """Apply `_inv_apply_transform` from each out_key_inv to its in_key_inv."""
+        for in_key, out_key in zip(self.in_keys_inv, self.out_keys_inv):
+            value = _get(tensordict, out_key)
+            if value is None:
+                self._missing(out_key, tensordict)
+            else:
+                tensordict.set(in_key, self._inv_apply_transform(value))
+        return tensordict
+
+    def _step(self, tensordict: TensorDictBase, next_tensordict: TensorDictBase) -> TensorDictBase:
+        """Transform the step output `next_tensordict`; `tensordict` is the (inverted) input."""
+        return self._call(next_tensordict)
+
+    def _reset(
+        self, tensordict: TensorDictBase, tensordict_reset: TensorDictBase
+    ) -> TensorDictBase:
+        """Transform the reset output; `tensordict` holds the reset input (`_reset` flags, state)."""
+        if self._call_on_reset:
+            with self._tolerate_missing():
+                tensordict_reset = self._call(tensordict_reset)
+        return tensordict_reset
+
+    def _reset_env_preprocess(self, tensordict: TensorDictBase | None) -> TensorDictBase | None:
+        """Rewrite the reset input before the base env sees it (identity by default)."""
+        return tensordict
+
+    def forward(self, tensordict: TensorDictBase) -> TensorDictBase:
+        """Apply the transform to a tensordict outside an env (e.g. on stored data)."""
+        return self._call(tensordict)
+
+    def inv(self, tensordict: TensorDictBase) -> TensorDictBase:
+        """Apply the inverse transform to a shallow copy of `tensordict`."""
+        return self._inv_call(tensordict.clone(False))
+
+    @contextmanager
+    def _tolerate_missing(self) -> Iterator[None]:
+        previous = self._missing_tolerance
+        self._missing_tolerance = True
+        try:
+            yield
+        finally:
+            self._missing_tolerance = previous
+
+    def set_missing_tolerance(self, mode: bool = False) -> None:
+        """When True, a missing in_key is skipped instead of raising KeyError."""
+        self._missing_tolerance = mode
+
+    @property
+    def missing_tolerance(self) -> bool:
+        """Whether missing in_keys are skipped."""
+        return self._missing_tolerance
+
+    # ---------------------------------------------------------------- specs
+    def transform_output_spec(self, output_spec: Composite) -> Composite:
+        """Transform the output spec in place (observation, reward and done groups) and return it."""
+        output_spec["full_observation_spec"] = self.transform_observation_spec(
+            output_spec["full_observation_spec"]
+        )
+        if "full_reward_spec" in output_spec.keys():
+            output_spec["full_reward_spec"] = self.transform_reward_spec(
+                output_spec["full_reward_spec"]
+            )
+        if "full_done_spec" in output_spec.keys():
+            output_spec["full_done_spec"] = self.transform_done_spec(output_spec["full_done_spec"])
+        known = {unravel_key(k[1:]) for k in output_spec.keys(True) if isinstance(k, tuple)}
+        for key in set(self.out_keys) - set(self.in_keys):
+            if key not in known:
+                raise KeyError(
+                    UNREGISTERED_KEY_ERROR.format(
+                        cls=type(self).__name__, key=key, keys=sorted(map(str, known))
+                    )
+                )
+        return output_spec
+
+    def transform_input_spec(self, input_spec: Composite) -> Composite:
+        """Transform the input spec in place (action and state groups) and return it."""
+        input_spec["full_state_spec"] = self.transform_state_spec(input_spec["full_state_spec"])
+        input_spec["full_action_spec"] = self.transform_action_spec(input_spec["full_action_spec"])
+        return input_spec
+
+    def transform_observation_spec(self, observation_spec: Composite) -> Composite:
+        """The observation spec after the transform (identity by default)."""
+        return observation_spec
+
+    def transform_reward_spec(self, reward_spec: Composite) -> Composite:
+        """The reward spec after the transform (identity by default)."""
+        return reward_spec
+
+    def transform_done_spec(self, done_spec: Composite) -> Composite:
+        """The done spec after the transform (identity by default)."""
+        return done_spec
+
+    def transform_action_spec(self, action_spec: Composite) -> Composite:
+        """The action spec after the transform (identity by default)."""
+        return action_spec
+
+    def transform_state_spec(self, state_spec: Composite) -> Composite:
+        """The state spec after the transform (identity by default)."""
+        return state_spec
+
+    def _map_specs(
+        self,
+        spec: Composite,
+        in_keys: Sequence[NestedKey],
+        out_keys: Sequence[NestedKey],
+        fn: Any,
+    ) -> Composite:
+        """Write `fn(spec[in_key])` at each out_key whose in_key is in `spec`."""
+        keys = _spec_keys(spec)
+        for in_key, out_key in zip(in_keys, out_keys):
+            if in_key in keys:
+                spec[out_key] = fn(spec[in_key])
+        return spec
+
+    # ------------------------------------------------------ parent / container
+    def set_container(self, container: Transform | TransformedEnv | None) -> None:
+        """Attach the transform to an env or a Compose (a transform has one container)."""
+        if container is not None and self.container_ref is not None:
+            raise AttributeError(PARENT_SET_ERROR.format(cls=type(self).__name__))
+        self.__dict__["_container"] = weakref.ref(container) if container is not None else None
+        self.__dict__["_parent"] = None
+
+    @property
+    def container_ref(self) -> Transform | TransformedEnv | None:
+        """The direct container (env or Compose), or None."""
+        ref = self.__dict__.get("_container")
+        return ref() if ref is not None else None
+
+    def reset_parent(self) -> None:
+        """Detach the transform from its container."""
+        self.__dict__["_container"] = None
+        self.__dict__["_parent"] = None
+
+    @property
+    def container(self) -> TransformedEnv | None:
+        """The env that holds this transform (through any Compose), or None."""
+        container = self.container_ref
+        while isinstance(container, Transform):
+            container = container.container_ref
+        return container
+
+    @property
+    def parent(self) -> TransformedEnv | None:
+        """The env as this transform sees it: the base env plus the transforms before this one.
+
+        Built on first access and cached until the container changes.
+        """
+        parent = self.__dict__.get("_parent")
+        if parent is None:
+            container = self.container_ref
+            if container is None:
+                return None
+            if isinstance(container, Compose):
+                parent = container._parent_up_to(self)
+            else:
+                from ._transformed_env import TransformedEnv
+
+                parent = TransformedEnv(container.base_env, auto_unwrap=False)
+            self.__dict__["_parent"] = parent
+        return parent
+
+    def empty_cache(self) -> None:
+        """Forget the cached parent env."""
+        self.__dict__["_parent"] = None
+
+    def _on_transform_change(self) -> None:
+        """Tell the container chain that specs must be rebuilt."""
+        self.empty_cache()
+        container = self.container_ref
+        if container is not None:
+            container._on_transform_change()
+
+    def clone(self) -> Transform:
+        """A copy of the transform without container (buffers and parameters are shared)."""
+        copied = copy.copy(self)
+        state = dict(self.__dict__)
+        for name in ("_parameters", "_buffers", "_modules"):
+            state[name] = copy.copy(state[name])
+        state["_container"] = None
+        state["_parent"] = None
+        copied.__dict__.update(state)
+        return copied
+
+    def close(self) -> None:
+        """Release resources held by the transform (none by default)."""
+
+    def to(self, *args: Any, **kwargs: Any) -> Transform:
+        """Move buffers, forgetting the cached parent (it may live on another device)."""
+        self.empty_cache()
+        return super().to(*args, **kwargs)
+
+    def __getstate__(self) -> dict[str, Any]:
+        # the container travels with the transform (pickle handles the env <-> transform cycle)
+        state = self.__dict__.copy()
+        state["_container"] = self.container_ref
+        state["_parent"] = None
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        container = state["_container"]
+        state["_container"] = weakref.ref(container) if container is not None else None
+        self.__dict__.update(state)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(in_keys={self.in_keys}, out_keys={self.out_keys})"
+
+
+class Compose(Transform):
+    """A chain of transforms applied in order (inverse transforms in reverse order).
+
+    Examples:
+        >>> from rlcore.transforms import RewardSum, StepCounter
+        >>> t = Compose(RewardSum(), StepCounter(max_steps=10))
+        >>> len(t), type(t[1]).__name__
+        (2, 'StepCounter')
+    """
+
+    def __init__(self, *transforms: Transform) -> None:
+        super().__init__()
+        if len(transforms) == 1 and isinstance(transforms[0], (list, tuple)):
+            transforms = tuple(transforms[0])
+        for transform in transforms:
+            transform.set_container(self)
+        self.transforms = nn.ModuleList(transforms)
+
+    @property
+    def has_inverse(self) -> bool:
+        return any(t.has_inverse for t in self.transforms)
+
+    def _call(self, next_tensordict: TensorDictBase) -> TensorDictBase:
+        for transform in self.transforms:
+            next_tensordict = transform._call(next_tensordict)
+        return next_tensordict
+
+    def _step(self, tensordict: TensorDictBase, next_tensordict: TensorDictBase) -> TensorDictBase:
+        for transform in self.transforms:
+            next_tensordict = transform._step(tensordict, next_tensordict)
+        return next_tensordict
+
+    def _reset(
+        self, tensordict: TensorDictBase, tensordict_reset: TensorDictBase
+    ) -> TensorDictBase:
+        for transform in self.transforms:
+            tensordict_reset = transform._reset(tensordict, tensordict_reset)
+        return tensordict_reset
+
+    def _inv_call(self, tensordict: TensorDictBase) -> TensorDictBase:
+        for transform in reversed(self.transforms):
+            tensordict = transform._inv_call(tensordict)
+        return tensordict
+
+    def _reset_env_preprocess(self, tensordict: TensorDictBase | None) -> TensorDictBase | None:
+        for transform in reversed(self.transforms):
+            tensordict = transform._reset_env_preprocess(tensordict)
+        return tensordict
+
+    def transform_output_spec(self, output_spec: Composite) -> Composite:
+        for transform in self.transforms:
+            output_spec = transform.transform_output_spec(output_spec)
+        return output_spec
+
+    def transform_input_spec(self, input_spec: Composite) -> Composite:
+        for transform in self.transforms:
+            input_spec = transform.transform_input_spec(input_spec)
+        return input_spec
+
+    def _chain(self, name: str, spec: TensorSpec) -> TensorSpec:
+        for transform in self.transforms:
+            spec = getattr(transform, name)(spec)
+        return spec
+
+    def transform_observation_spec(self, observation_spec: Composite) -> Composite:
+        return self._chain("transform_observation_spec", observation_spec)
+
+    def transform_reward_spec(self, reward_spec: Composite) -> Composite:
+        return self._chain("transform_reward_spec", reward_spec)
+
+    def transform_done_spec(self, done_spec: Composite) -> Composite:
+        return self._chain("transform_done_spec", done_spec)
+
+    def transform_action_spec(self, action_spec: Composite) -> Composite:
+        return self._chain("transform_action_spec", action_spec)
+
+    def transform_state_spec(self, state_spec: Composite) -> Composite:
+        return self._chain("transform_state_spec", state_spec)
+
+    def __getitem__(self, index: int | slice) -> Transform:
+        if isinstance(index, slice):
+            return Compose(*[t.clone() for t in self.transforms[index]])
+        return self.transforms[index]
+
+    def __len__(self) -> int:
+        return len(self.transforms)
+
+    def __iter__(self) -> Iterator[Transform]:
+        return iter(self.transforms)
+
+    def append(self, transform: Transform) -> None:
+        """Add a transform at the end of the chain."""
+        transform.set_container(self)
+        self.transforms.append(transform)
+        self._on_transform_change()
+
+    def insert(self, index: int, transform: Transform) -> None:
+        """Insert a transform at `index` (negative indices count from the end)."""
+        transform.set_container(self)
+        self.transforms.insert(index, transform)
+        self._on_transform_change()
+
+    def _on_transform_change(self) -> None:
+        for transform in self.transforms:
+            transform.empty_cache()
+        super()._on_transform_change()
+
+    def empty_cache(self) -> None:
+        super().empty_cache()
+        for transform in self.transforms:
+            transform.empty_cache()
+
+    def set_missing_tolerance(self, mode: bool = False) -> None:
+        super().set_missing_tolerance(mode)
+        for transform in self.transforms:
+            transform.set_missing_tolerance(mode)
+
+    def clone(self) -> Compose:
+        return Compose(*[t.clone() for t in self.transforms])
+
+    def close(self) -> None:
+        for transform in self.transforms:
+            transform.close()
+
+    def _parent_up_to(self, transform: Transform) -> TransformedEnv | None:
+        """The env made of this Compose's parent plus the transforms before `transform`."""
+        outer = self.parent
+        if outer is None:
+            return None
+        index = next(i for i, t in enumerate(self.transforms) if t is transform)
+        if index == 0:
+            return outer
+        from ._transformed_env import TransformedEnv
+
+        previous = Compose(*[t.clone() for t in self.transforms[:index]])
+        return TransformedEnv(outer, previous, auto_unwrap=True)
+
+    def __repr__(self) -> str:
+        inner = ",\n    ".join(repr(t) for t in self.transforms)
+        return f"Compose(\n    {inner})" if inner else "Compose()"

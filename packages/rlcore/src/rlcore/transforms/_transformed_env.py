@@ -1,0 +1,290 @@
+"""`TransformedEnv`: an env seen through a transform."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from tensordict import TensorDictBase
+from torch import nn
+
+from .._env_base import EnvBase
+from ._base import Compose, Transform
+
+NOT_A_TRANSFORM_ERROR = "TransformedEnv expected a Transform, got an object of type {type}"
+SPEC_ATTRIBUTE_ERROR = (
+    "Could not get {attr} of the TransformedEnv because an internal error was raised; "
+    "call env.transform.transform_output_spec(env.base_env.output_spec.clone()) "
+    "(or transform_input_spec) to see it"
+)
+NO_BASE_ENV_ERROR = "{cls} has no base env yet, cannot access {attr!r}"
+
+# Looked up on the TransformedEnv itself, never forwarded: a spec or key property that fails
+# must surface its own error rather than silently answering with the base env's value.
+_NEVER_FORWARDED = frozenset(
+    {
+        "action_spec",
+        "done_spec",
+        "full_action_spec",
+        "full_done_spec",
+        "full_observation_spec",
+        "full_reward_spec",
+        "full_state_spec",
+        "input_spec",
+        "observation_spec",
+        "output_spec",
+        "reward_spec",
+        "state_spec",
+        "action_keys",
+        "action_key",
+        "reward_keys",
+        "reward_key",
+        "done_keys",
+        "done_key",
+        "reset_keys",
+        "done_keys_groups",
+        "observation_keys",
+        "state_keys",
+        "_parameters",
+        "_buffers",
+        "_modules",
+        "base_env",
+        "transform",
+    }
+)
+
+
+def _members(transform: Transform) -> list[Transform]:
+    """The transforms of a plain Compose (detached from it), or `[transform]`."""
+    if type(transform) is not Compose:
+        return [transform]
+    members = list(transform)
+    for member in members:
+        member.reset_parent()
+    return members
+
+
+class TransformedEnv(EnvBase):
+    """An env whose outputs go through `transform` and whose inputs go through its inverse.
+
+    Specs are the base env's specs passed through the transform, computed once and recomputed
+    only when the transform changes (`append_transform`, `insert_transform`, `Compose.append`,
+    `to`). Unknown attributes are looked up on the base env; `set_seed`, `close` and `to` are
+    forwarded to it. Wrapping a `TransformedEnv` unwraps it: the result holds the inner base env
+    and `Compose(inner transform, transform)` (pass `auto_unwrap=False` to keep the nesting).
+
+    Args:
+        base_env: the env to transform (any `EnvBase`, batched envs included).
+        transform: a `Transform`; None gives an empty `Compose`.
+        auto_unwrap: whether to flatten a wrapped `TransformedEnv` (default True).
+        device: if given, the base env is moved there first.
+
+    Examples:
+        >>> env = TransformedEnv(base_env, StepCounter(max_steps=3))  # doctest: +SKIP
+        >>> env.rollout(10)["next", "step_count"].squeeze(-1)  # doctest: +SKIP
+        tensor([1, 2, 3])
+    """
+
+    def __init__(
+        self,
+        base_env: EnvBase,
+        transform: Transform | None = None,
+        *,
+        auto_unwrap: bool = True,
+        device: torch.device | str | None = None,
+    ) -> None:
+        if device is not None:
+            base_env = base_env.to(device)
+        if transform is not None and not isinstance(transform, Transform):
+            raise ValueError(NOT_A_TRANSFORM_ERROR.format(type=type(transform).__name__))
+        if auto_unwrap and type(base_env) is TransformedEnv and type(self) is TransformedEnv:
+            members = _members(base_env.transform.clone())
+            if transform is not None:
+                members += _members(transform)
+            transform = Compose(*members)
+            base_env = base_env.base_env
+        if transform is None:
+            transform = Compose()
+        super().__init__(
+            device=base_env.device,
+            batch_size=base_env.batch_size,
+            run_type_checks=base_env._run_type_checks,
+            allow_done_after_reset=base_env._allow_done_after_reset,
+        )
+        self._batch_locked = base_env.batch_locked
+        self._set_base_env(base_env)
+        self._set_transform(transform, build=True)
+
+    # ------------------------------------------------------------ wiring
+    @property
+    def base_env(self) -> EnvBase:
+        """The wrapped env."""
+        return self.__dict__["_base_env"]
+
+    @property
+    def transform(self) -> Transform:
+        """The transform (a `Compose` when several were appended)."""
+        return self.__dict__["_transform"]
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name == "transform":
+            self._set_transform(value, build=True)
+        elif name == "base_env":
+            self._set_base_env(value)
+            self._build_specs()
+        else:
+            super().__setattr__(name, value)
+
+    def _set_base_env(self, env: EnvBase) -> None:
+        self._modules["base_env"] = env
+        self.__dict__["_base_env"] = env
+
+    def _set_transform(self, transform: Transform, build: bool) -> None:
+        if not isinstance(transform, Transform):
+            raise ValueError(NOT_A_TRANSFORM_ERROR.format(type=type(transform).__name__))
+        previous = self.__dict__.get("_transform")
+        if previous is not None:
+            previous.reset_parent()
+        transform = transform.to(self.base_env.device) if self.base_env.device else transform
+        transform.set_container(self)
+        transform.eval()
+        self._modules["transform"] = transform
+        self.__dict__["_transform"] = transform
+        if build:
+            self._build_specs()
+
+    def _on_transform_change(self) -> None:
+        self._build_specs()
+
+    def _build_specs(self) -> None:
+        """Pass the base env's specs through the transform (output first, then input)."""
+        transform = self.transform
+        transform.empty_cache()
+        output_spec = self.base_env.output_spec.clone()
+        output_spec.unlock_()
+        output_spec = transform.transform_output_spec(output_spec)
+        input_spec = self.base_env.input_spec.clone()
+        input_spec.unlock_()
+        input_spec = transform.transform_input_spec(input_spec)
+        self.output_spec = output_spec
+        self.input_spec = input_spec
+        self.__dict__["_has_inverse"] = transform.has_inverse
+
+    def append_transform(self, transform: Transform) -> TransformedEnv:
+        """Add `transform` after the current ones; specs are recomputed."""
+        if not isinstance(transform, Transform):
+            raise ValueError(NOT_A_TRANSFORM_ERROR.format(type=type(transform).__name__))
+        current = self.transform
+        if not isinstance(current, Compose):
+            current.reset_parent()
+            self._set_transform(Compose(current), build=False)
+        self.transform.append(transform.to(self.device) if self.device else transform)
+        return self
+
+    def insert_transform(self, index: int, transform: Transform) -> TransformedEnv:
+        """Insert `transform` at `index` in the chain; specs are recomputed."""
+        if not isinstance(transform, Transform):
+            raise ValueError(NOT_A_TRANSFORM_ERROR.format(type=type(transform).__name__))
+        current = self.transform
+        if not isinstance(current, Compose):
+            current.reset_parent()
+            self._set_transform(Compose(current), build=False)
+        self.transform.insert(index, transform.to(self.device) if self.device else transform)
+        return self
+
+    # --------------------------------------------------------- data path
+    def _step(self, tensordict: TensorDictBase) -> TensorDictBase:
+        if self.__dict__["_has_inverse"]:
+            # the inverse transforms must not rewrite the caller's tensordict
+            tensordict = self.transform._inv_call(tensordict.clone(False))
+        base_env = self.__dict__["_base_env"]
+        next_tensordict = base_env._step(tensordict)
+        base_env._complete_done(next_tensordict)
+        return self.transform._step(tensordict, next_tensordict)
+
+    def _reset(self, tensordict: TensorDictBase | None = None, **kwargs: Any) -> TensorDictBase:
+        if tensordict is not None:
+            # a shallow selection: the transforms must not touch the caller's entries
+            tensordict = tensordict.select(*self.reset_keys, *self.state_keys, strict=False)
+        transform = self.transform
+        tensordict = transform._reset_env_preprocess(tensordict)
+        base_env = self.base_env
+        tensordict_reset = base_env._reset(tensordict, **kwargs)
+        base_env._complete_done(tensordict_reset)
+        if tensordict is None:
+            tensordict = tensordict_reset.empty()
+        return transform._reset(tensordict, tensordict_reset)
+
+    def _set_seed(self, seed: int | None) -> None:
+        """Unused: `set_seed` is forwarded to the base env."""
+
+    def set_seed(self, seed: int | None = None, static_seed: bool = False) -> int | None:
+        """Seed the base env; returns the next seed."""
+        return self.base_env.set_seed(seed, static_seed=static_seed)
+
+    # ----------------------------------------------------------- plumbing
+    @property
+    def is_closed(self) -> bool:
+        """Whether the base env is closed."""
+        base_env = self.__dict__.get("_base_env")
+        return True if base_env is None else base_env.is_closed
+
+    @is_closed.setter
+    def is_closed(self, value: bool) -> None:
+        # the base env tracks its own state (a batched env starts its workers on reset)
+        return
+
+    def __del__(self) -> None:
+        # the base env may be shared (a transform's parent env wraps the same base env)
+        return
+
+    def close(self, **kwargs: Any) -> None:
+        """Close the base env and the transform."""
+        self.base_env.close(**kwargs)
+        self.transform.close()
+
+    def to(self, device: torch.device | str) -> TransformedEnv:
+        """Move the base env, the transform and the specs to `device`."""
+        self._set_base_env(self.base_env.to(device))
+        self.transform.to(device)
+        self.device = self.base_env.device
+        self._build_specs()
+        return self
+
+    def train(self, mode: bool = True) -> TransformedEnv:
+        self.transform.train(mode)
+        return self
+
+    def eval(self) -> TransformedEnv:
+        return self.train(False)
+
+    def state_dict(self, *args: Any, **kwargs: Any) -> dict[str, Any]:
+        """The transform's state (buffers such as ObservationNorm's loc/scale)."""
+        return self.transform.state_dict(*args, **kwargs)
+
+    def load_state_dict(self, state_dict: dict[str, Any], **kwargs: Any) -> Any:
+        return self.transform.load_state_dict(state_dict, **kwargs)
+
+    def set_missing_tolerance(self, mode: bool = False) -> None:
+        """When True, transforms skip missing in_keys instead of raising."""
+        self.transform.set_missing_tolerance(mode)
+
+    def __getattr__(self, name: str) -> Any:
+        try:
+            return nn.Module.__getattr__(self, name)
+        except AttributeError as err:
+            if name in _NEVER_FORWARDED:
+                if name.endswith("_spec"):
+                    raise AttributeError(SPEC_ATTRIBUTE_ERROR.format(attr=name)) from err
+                raise
+            if name.startswith("__"):
+                raise
+            base_env = self.__dict__.get("_base_env")
+            if base_env is None:
+                raise AttributeError(
+                    NO_BASE_ENV_ERROR.format(cls=type(self).__name__, attr=name)
+                ) from err
+            return getattr(base_env, name)
+
+    def __repr__(self) -> str:
+        return f"TransformedEnv(\n    env={self.base_env},\n    transform={self.transform})"
