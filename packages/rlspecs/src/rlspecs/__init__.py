@@ -1,0 +1,73 @@
+"""Typed tensor specs: shapes, dtypes, devices and domains of reinforcement-learning data."""
+
+from ._base import TensorSpec, parse_device, parse_shape
+from ._bounded import Bounded
+from ._categorical import Binary, Categorical, MultiCategorical
+from ._composite import Composite
+from ._keys import NestedKey, is_nested_key, unravel_key
+from ._non_tensor import NonTensor
+from ._one_hot import MultiOneHot, OneHot
+from ._spaces import BoxList, CategoricalBox, ContinuousBox
+from ._stack import Stacked, StackedComposite, stack_specs
+from ._unbounded import Unbounded
+from ._utils import consolidate_spec, make_composite_from_td
+from ._version import __version__
+
+# seed-era aliases: the same class objects under torchrl's older names
+CompositeSpec = Composite
+UnboundedContinuousTensorSpec = Unbounded
+UnboundedDiscreteTensorSpec = Unbounded
+BoundedTensorSpec = Bounded
+DiscreteTensorSpec = Categorical
+OneHotDiscreteTensorSpec = OneHot
+MultiOneHotDiscreteTensorSpec = MultiOneHot
+MultiDiscreteTensorSpec = MultiCategorical
+BinaryDiscreteTensorSpec = Binary
+LazyStackedTensorSpec = Stacked
+LazyStackedCompositeSpec = StackedComposite
+NonTensorSpec = NonTensor
+
+__all__ = [
+    # base
+    "TensorSpec",
+    # leaves
+    "Unbounded",
+    "Bounded",
+    "Categorical",
+    "OneHot",
+    "MultiOneHot",
+    "MultiCategorical",
+    "Binary",
+    "NonTensor",
+    # containers and lazy stacks
+    "Composite",
+    "Stacked",
+    "StackedComposite",
+    # domains
+    "ContinuousBox",
+    "CategoricalBox",
+    "BoxList",
+    # helpers
+    "stack_specs",
+    "make_composite_from_td",
+    "consolidate_spec",
+    "NestedKey",
+    "is_nested_key",
+    "unravel_key",
+    "parse_device",
+    "parse_shape",
+    "__version__",
+    # seed-era aliases
+    "CompositeSpec",
+    "UnboundedContinuousTensorSpec",
+    "UnboundedDiscreteTensorSpec",
+    "BoundedTensorSpec",
+    "DiscreteTensorSpec",
+    "OneHotDiscreteTensorSpec",
+    "MultiOneHotDiscreteTensorSpec",
+    "MultiDiscreteTensorSpec",
+    "BinaryDiscreteTensorSpec",
+    "LazyStackedTensorSpec",
+    "LazyStackedCompositeSpec",
+    "NonTensorSpec",
+]

@@ -1,0 +1,163 @@
+"""``Bounded``: values in a box ``[low, high]``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from ._base import DeviceLike, ShapeLike, TensorSpec, _is_floating, parse_shape
+from ._spaces import ContinuousBox
+
+BOUNDS_MISSING = "Bounded needs both bounds: pass low/high (or minimum/maximum)"
+BOUNDS_TWICE = "Bounded got both {new}= and {old}=; pass only one"
+BOUNDS_KWARG = "Bounded got an unexpected keyword argument {key!r}"
+BOUNDS_SHAPE = (
+    "Bounded bounds of shapes low={low} and high={high} do not broadcast to shape {shape}"
+)
+BOUNDS_ORDER = "Bounded needs low <= high everywhere, got low={low} and high={high}"
+
+
+class Bounded(TensorSpec):
+    """A tensor whose values lie in ``[low, high]`` (elementwise; bounds are scalars or tensors).
+
+    ``minimum``/``maximum`` are accepted for ``low``/``high``. The shape defaults to the
+    broadcast shape of the bounds. Integer dtypes sample integers with ``high`` included.
+
+    Examples:
+        >>> spec = Bounded(-1.0, 1.0, shape=(2,))
+        >>> spec.is_in(spec.rand())
+        True
+        >>> spec.project(torch.tensor([3.0, -5.0]))
+        tensor([ 1., -1.])
+    """
+
+    _tensor_attrs = ("low", "high")
+
+    def __init__(
+        self,
+        low: float | torch.Tensor | None = None,
+        high: float | torch.Tensor | None = None,
+        shape: ShapeLike | None = None,
+        device: DeviceLike = None,
+        dtype: torch.dtype | None = None,
+        **kwargs: Any,
+    ) -> None:
+        for new, old in (("low", "minimum"), ("high", "maximum")):
+            if old in kwargs:
+                if (low if new == "low" else high) is not None:
+                    raise TypeError(BOUNDS_TWICE.format(new=new, old=old))
+                if new == "low":
+                    low = kwargs.pop(old)
+                else:
+                    high = kwargs.pop(old)
+        if kwargs:
+            raise TypeError(BOUNDS_KWARG.format(key=next(iter(kwargs))))
+        if low is None or high is None:
+            raise TypeError(BOUNDS_MISSING)
+        if dtype is None:
+            dtype = torch.get_default_dtype()
+        super().__init__(shape, device, dtype)
+        low_t = torch.as_tensor(low, device=self.device).to(dtype)
+        high_t = torch.as_tensor(high, device=self.device).to(dtype)
+        if shape is None:
+            try:
+                self.shape = torch.broadcast_shapes(low_t.shape, high_t.shape)
+            except RuntimeError as err:
+                raise ValueError(
+                    BOUNDS_SHAPE.format(low=low_t.shape, high=high_t.shape, shape=None)
+                ) from err
+        else:
+            self.shape = parse_shape(shape)
+        try:
+            self.low = low_t.expand(self.shape).clone()
+            self.high = high_t.expand(self.shape).clone()
+        except RuntimeError as err:
+            raise ValueError(
+                BOUNDS_SHAPE.format(low=low_t.shape, high=high_t.shape, shape=self.shape)
+            ) from err
+        if (self.low > self.high).any():
+            raise ValueError(BOUNDS_ORDER.format(low=low_t, high=high_t))
+
+    @property
+    def low(self) -> torch.Tensor:
+        """Lower bound, with the spec's full shape."""
+        return self._low
+
+    @low.setter
+    def low(self, value: torch.Tensor) -> None:
+        self._low = value
+        self._cache = None
+
+    @property
+    def high(self) -> torch.Tensor:
+        """Upper bound, with the spec's full shape."""
+        return self._high
+
+    @high.setter
+    def high(self, value: torch.Tensor) -> None:
+        self._high = value
+        self._cache = None
+
+    def _sampling(self) -> tuple[torch.Tensor, bool]:
+        """``(high - low, all bounds finite)``, cached until a bound is reassigned."""
+        if self._cache is None:
+            finite = bool(torch.isfinite(self._low).all() and torch.isfinite(self._high).all())
+            self._cache = (self._high - self._low, finite)
+        return self._cache
+
+    # seed-era names of the bounds
+    @property
+    def minimum(self) -> torch.Tensor:
+        """Alias of ``low``."""
+        return self.low
+
+    @property
+    def maximum(self) -> torch.Tensor:
+        """Alias of ``high``."""
+        return self.high
+
+    @property
+    def domain(self) -> str:
+        """``"continuous"`` for floating dtypes, ``"discrete"`` otherwise."""
+        return "continuous" if _is_floating(self.dtype) else "discrete"
+
+    @property
+    def space(self) -> ContinuousBox:
+        """The box ``[low, high]``."""
+        return ContinuousBox(self.low, self.high)
+
+    def _cast_attrs(self, dtype: torch.dtype) -> dict[str, Any]:
+        return {"low": self.low.to(dtype), "high": self.high.to(dtype)}
+
+    def rand(self, shape: ShapeLike | None = None) -> torch.Tensor:
+        """Sample uniformly in ``[low, high]`` (integers: ``high`` included)."""
+        full = self._full_shape(shape)
+        low, high = self.low, self.high
+        if _is_floating(self.dtype):
+            span, finite = self._sampling()
+            out = torch.rand(full, dtype=self.dtype, device=self.device).mul_(span).add_(low)
+            if not finite:
+                # infinite bounds: fall back to normal samples clamped into the box
+                out = torch.where(
+                    torch.isfinite(out),
+                    out,
+                    torch.randn(full, dtype=self.dtype, device=self.device).clamp(low, high),
+                )
+            return out
+        r = torch.rand(full, dtype=torch.float64, device=self.device)
+        low_d, high_d = low.to(torch.float64), high.to(torch.float64)
+        out = (low_d + r * (high_d - low_d + 1)).floor().to(self.dtype)
+        return torch.minimum(out, high)
+
+    def _in_domain(self, val: torch.Tensor) -> bool:
+        return bool(((val >= self.low) & (val <= self.high)).all())
+
+    def _project(self, val: torch.Tensor) -> torch.Tensor:
+        if not _is_floating(self.dtype) and _is_floating(val.dtype):
+            val = val.round()
+        val = val.to(self.dtype)
+        return torch.maximum(torch.minimum(val, self.high), self.low)
+
+    def _repr_fields(self) -> str:
+        return f"low={self.low}, high={self.high}"

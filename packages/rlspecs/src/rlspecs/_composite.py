@@ -1,0 +1,484 @@
+"""``Composite``: a nested mapping from keys to specs, sharing leading batch dims."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+import torch
+from tensordict import TensorDict, TensorDictBase
+
+from ._base import (
+    SQUEEZE_DIM,
+    UNSQUEEZE_DIM,
+    DeviceLike,
+    ShapeLike,
+    TensorSpec,
+    _shape_args,
+    expand_shape,
+    normalize_index,
+    parse_device,
+    parse_shape,
+)
+from ._keys import NestedKey, is_nested_key, unravel_key
+
+LOCKED = "Cannot modify a locked Composite: call unlock_() first (key {key!r})"
+NOT_A_SPEC = "Composite entries must be TensorSpec instances, got {type} for key {key!r}"
+UNKNOWN_KEY = "key {key!r} not found in Composite; available keys: {keys}"
+LEAF_SHAPE = (
+    "the leading dims of the spec for key {key!r} (shape {spec_shape}) must match the "
+    "Composite's shape {shape}"
+)
+SHAPE_TWICE = "Composite got both shape= and batch_size=; pass only one"
+TOO_MANY_ARGS = "Composite takes at most one positional argument (a mapping), got {n}"
+NOT_A_COMPOSITE = "key {key!r} leads through a {cls}, not a Composite"
+
+_NO_DEFAULT = object()
+
+
+class _CompositeKeys:
+    """A live view of a composite's keys (supports ``in``, ``len`` and iteration)."""
+
+    __slots__ = ("_spec", "_nested", "_leaves")
+
+    def __init__(self, spec: Composite, include_nested: bool, leaves_only: bool) -> None:
+        self._spec, self._nested, self._leaves = spec, include_nested, leaves_only
+
+    def __iter__(self) -> Iterator[NestedKey]:
+        return self._spec._iter_keys(self._nested, self._leaves, ())
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
+
+    def __contains__(self, key: object) -> bool:
+        if not is_nested_key(key):
+            return False
+        path = unravel_key(key)
+        if len(path) > 1 and not self._nested:
+            return False
+        spec = self._spec._lookup(path, None)
+        if spec is None:
+            return False
+        return not (self._leaves and isinstance(spec, Composite))
+
+    def __repr__(self) -> str:
+        return f"_CompositeKeys({list(self)})"
+
+
+class Composite(TensorSpec):
+    """A nested mapping of specs, all sharing the leading batch dims ``shape``.
+
+    Keys are strings; nested keys are tuples of strings (``spec["a", "b"]``); setting a nested
+    key creates the intermediate composites. ``rand``/``zero``/``one`` return a ``TensorDict`` of
+    batch ``(*shape, *self.shape)``.
+
+    Examples:
+        >>> from rlspecs import Unbounded
+        >>> spec = Composite(obs=Unbounded(3), shape=())
+        >>> spec["next", "obs"] = Unbounded(3)
+        >>> sorted(spec.keys(True, True), key=str)
+        [('next', 'obs'), 'obs']
+        >>> spec.rand().batch_size
+        torch.Size([])
+    """
+
+    def __init__(
+        self,
+        *args: Mapping[NestedKey, TensorSpec],
+        shape: ShapeLike | None = None,
+        device: DeviceLike = None,
+        batch_size: ShapeLike | None = None,
+        **kwargs: TensorSpec,
+    ) -> None:
+        if shape is not None and batch_size is not None:
+            raise TypeError(SHAPE_TWICE)
+        if len(args) > 1:
+            raise TypeError(TOO_MANY_ARGS.format(n=len(args)))
+        self._specs: dict[str, TensorSpec] = {}
+        self._locked = False
+        self.dtype = None
+        self._shape = parse_shape(shape if batch_size is None else batch_size)
+        self._device = parse_device(device)
+        if args:
+            source = args[0]
+            items = source.items() if isinstance(source, (Mapping, Composite)) else source
+            for key, value in items:
+                self[key] = value
+        for key, value in kwargs.items():
+            self[key] = value
+
+    # ------------------------------------------------------------------ shape and device
+    @property
+    def shape(self) -> torch.Size:
+        """The batch dims shared by every entry (assignable; entries must agree)."""
+        return self._shape
+
+    @shape.setter
+    def shape(self, value: ShapeLike) -> None:
+        value = parse_shape(value)
+        for key, spec in self._specs.items():
+            self._check_shape(key, spec, value)
+        self._shape = value
+
+    batch_size = shape
+
+    @property
+    def device(self) -> torch.device | None:
+        """The device of every entry, or ``None`` when entries may live anywhere."""
+        return self._device
+
+    @device.setter
+    def device(self, value: DeviceLike) -> None:
+        value = parse_device(value)
+        if value is not None:
+            self._specs = {k: v.to(value) for k, v in self._specs.items()}
+        self._device = value
+
+    @property
+    def ndim(self) -> int:
+        """Number of batch dims."""
+        return len(self._shape)
+
+    @staticmethod
+    def _check_shape(key: NestedKey, spec: TensorSpec, shape: torch.Size) -> None:
+        if spec.shape[: len(shape)] != shape:
+            raise ValueError(LEAF_SHAPE.format(key=key, spec_shape=spec.shape, shape=shape))
+
+    # ------------------------------------------------------------------ locking
+    def lock_(self, recurse: bool = True) -> Composite:
+        """Refuse every later mutation (set, del, update) until ``unlock_``; returns ``self``."""
+        self._locked = True
+        if recurse:
+            for spec in self._specs.values():
+                if isinstance(spec, Composite):
+                    spec.lock_(recurse=True)
+        return self
+
+    def unlock_(self, recurse: bool = True) -> Composite:
+        """Allow mutation again; returns ``self``."""
+        self._locked = False
+        if recurse:
+            for spec in self._specs.values():
+                if isinstance(spec, Composite):
+                    spec.unlock_(recurse=True)
+        return self
+
+    @property
+    def is_locked(self) -> bool:
+        """Whether the composite refuses mutation."""
+        return self._locked
+
+    locked = is_locked
+
+    # ------------------------------------------------------------------ mapping access
+    def _lookup(self, path: tuple[str, ...], default: Any) -> Any:
+        spec: Any = self
+        for part in path:
+            if not isinstance(spec, Composite):
+                return default
+            try:
+                spec = spec._get_str(part)
+            except KeyError:
+                return default
+        return spec
+
+    def _get_str(self, key: str) -> TensorSpec:
+        return self._specs[key]
+
+    def __getitem__(self, idx: Any) -> TensorSpec:
+        """Look up a (nested) key, or index the batch dims when ``idx`` is not a key."""
+        if isinstance(idx, str):
+            try:
+                return self._get_str(idx)
+            except KeyError:
+                raise KeyError(UNKNOWN_KEY.format(key=idx, keys=list(self.keys()))) from None
+        if not is_nested_key(idx):
+            return self._index(idx)
+        spec: TensorSpec = self
+        for i, part in enumerate(unravel_key(idx)):
+            if not isinstance(spec, Composite):
+                raise KeyError(NOT_A_COMPOSITE.format(key=idx[: i + 1], cls=type(spec).__name__))
+            try:
+                spec = spec._get_str(part)
+            except KeyError:
+                raise KeyError(UNKNOWN_KEY.format(key=idx, keys=list(spec.keys()))) from None
+        return spec
+
+    def get(self, key: NestedKey, default: Any = _NO_DEFAULT) -> Any:
+        """Return the spec at ``key``, or ``default`` when it is missing (KeyError without one)."""
+        if default is _NO_DEFAULT:
+            return self[key]
+        return self._lookup(unravel_key(key), default)
+
+    def __setitem__(self, key: NestedKey, spec: TensorSpec) -> None:
+        """Set a (nested) key; intermediate composites are created with this shape and device."""
+        self.set(key, spec)
+
+    def set(self, key: NestedKey, spec: TensorSpec) -> Composite:
+        """Set ``key`` to ``spec`` (checking type and leading dims); returns ``self``."""
+        if self._locked:
+            raise RuntimeError(LOCKED.format(key=key))
+        path = unravel_key(key)
+        if len(path) > 1:
+            sub = self._specs.get(path[0])
+            if sub is None:
+                sub = Composite(shape=self._shape, device=self._device)
+                self._set_str(path[0], sub)
+            elif not isinstance(sub, Composite):
+                raise KeyError(NOT_A_COMPOSITE.format(key=path[:1], cls=type(sub).__name__))
+            sub.set(path[1:], spec)
+            return self
+        self._set_str(path[0], spec)
+        return self
+
+    def _set_str(self, key: str, spec: TensorSpec) -> None:
+        if not isinstance(spec, TensorSpec):
+            raise TypeError(NOT_A_SPEC.format(type=type(spec).__name__, key=key))
+        self._check_shape(key, spec, self._shape)
+        if self._device is not None and spec.device != self._device:
+            spec = spec.to(self._device)
+        self._specs[key] = spec
+
+    def __delitem__(self, key: NestedKey) -> None:
+        """Delete a (nested) key."""
+        if self._locked:
+            raise RuntimeError(LOCKED.format(key=key))
+        path = unravel_key(key)
+        parent = self[path[:-1]] if len(path) > 1 else self
+        if not isinstance(parent, Composite) or path[-1] not in parent._specs:
+            raise KeyError(UNKNOWN_KEY.format(key=key, keys=list(self.keys(True))))
+        if parent._locked:
+            raise RuntimeError(LOCKED.format(key=key))
+        del parent._specs[path[-1]]
+
+    def pop(self, key: NestedKey, default: Any = _NO_DEFAULT) -> Any:
+        """Remove ``key`` and return its spec (or ``default`` when missing)."""
+        if default is not _NO_DEFAULT and key not in self.keys(True):
+            return default
+        spec = self[key]
+        del self[key]
+        return spec
+
+    def update(self, other: Mapping[NestedKey, TensorSpec] | Composite) -> Composite:
+        """Set every entry of ``other``; nested composites are updated recursively. Returns ``self``."""
+        if self._locked:
+            raise RuntimeError(LOCKED.format(key=list(other.keys())))
+        for key, spec in other.items():
+            current = self.get(key, None)
+            if isinstance(current, Composite) and type(spec) is Composite:
+                current.update(spec)
+            else:
+                self[key] = spec
+        return self
+
+    def __contains__(self, key: object) -> bool:
+        return key in self.keys(include_nested=True)
+
+    def __len__(self) -> int:
+        return len(self._specs)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._specs)
+
+    def _iter_keys(
+        self, include_nested: bool, leaves_only: bool, prefix: tuple[str, ...]
+    ) -> Iterator[NestedKey]:
+        for key, spec in self._specs.items():
+            is_composite = isinstance(spec, Composite)
+            if not (leaves_only and is_composite):
+                yield (*prefix, key) if prefix else key
+            if include_nested and is_composite:
+                yield from spec._iter_keys(True, leaves_only, (*prefix, key))
+
+    def keys(self, include_nested: bool = False, leaves_only: bool = False) -> _CompositeKeys:
+        """The keys, optionally nested ones (as tuples) and optionally leaves only."""
+        return _CompositeKeys(self, include_nested, leaves_only)
+
+    def items(
+        self, include_nested: bool = False, leaves_only: bool = False
+    ) -> Iterator[tuple[NestedKey, TensorSpec]]:
+        """``(key, spec)`` pairs, with the same options as ``keys``."""
+        for key in self.keys(include_nested, leaves_only):
+            yield key, self[key]
+
+    def values(
+        self, include_nested: bool = False, leaves_only: bool = False
+    ) -> Iterator[TensorSpec]:
+        """Specs, with the same options as ``keys``."""
+        for key in self.keys(include_nested, leaves_only):
+            yield self[key]
+
+    def empty(self) -> Composite:
+        """A composite with this shape and device and no entries."""
+        return Composite(shape=self._shape, device=self._device)
+
+    def is_empty(self, recurse: bool = False) -> bool:
+        """Whether there is no entry (with ``recurse``: no leaf anywhere)."""
+        if not recurse:
+            return not self._specs
+        return not any(True for _ in self.keys(True, True))
+
+    def select(self, *keys: NestedKey, strict: bool = True) -> Composite:
+        """A composite holding only ``keys`` (missing keys raise unless ``strict=False``)."""
+        out = self.empty()
+        for key in keys:
+            spec = self[key] if strict else self.get(key, None)
+            if spec is not None:
+                out[key] = spec
+        return out
+
+    def exclude(self, *keys: NestedKey) -> Composite:
+        """A shallow copy without ``keys``."""
+        out = self._copy_with(dict(self._specs))
+        for key in keys:
+            if key in out.keys(True):
+                del out[key]
+        return out
+
+    # ------------------------------------------------------------------ samples
+    def _build(self, method: str, shape: ShapeLike | None) -> TensorDict:
+        shape = parse_shape(shape)
+        source = {key: getattr(spec, method)(shape) for key, spec in self._specs.items()}
+        batch = torch.Size((*shape, *self._shape)) if shape else self._shape
+        return TensorDict._new_unsafe(
+            source=source, batch_size=batch, device=self._device, nested=False
+        )
+
+    def rand(self, shape: ShapeLike | None = None) -> TensorDict:
+        """A ``TensorDict`` of random samples, batch ``(*shape, *self.shape)``."""
+        return self._build("rand", shape)
+
+    def zero(self, shape: ShapeLike | None = None) -> TensorDict:
+        """A ``TensorDict`` of zeros, batch ``(*shape, *self.shape)``."""
+        return self._build("zero", shape)
+
+    def one(self, shape: ShapeLike | None = None) -> TensorDict:
+        """A ``TensorDict`` of ones, batch ``(*shape, *self.shape)``."""
+        return self._build("one", shape)
+
+    def is_in(self, val: Any) -> bool:
+        """Whether every entry of the spec is present in ``val`` and in its spec."""
+        if not isinstance(val, (TensorDictBase, Mapping)):
+            return False
+        for key, spec in self._specs.items():
+            item = val.get(key, None)
+            if item is None:
+                if isinstance(spec, Composite) and spec.is_empty(recurse=True):
+                    continue
+                return False
+            if not spec.is_in(item):
+                return False
+        return True
+
+    def project(self, val: TensorDictBase) -> TensorDictBase:
+        """Project every entry of ``val`` that the spec describes (in place in ``val``)."""
+        for key, spec in self._specs.items():
+            item = val.get(key, None)
+            if item is not None:
+                val.set(key, spec.project(item))
+        return val
+
+    def encode(self, val: Mapping[str, Any], *, ignore_device: bool = False) -> TensorDict:
+        """Encode every entry of a mapping into a ``TensorDict`` of this shape."""
+        source = {
+            key: self[key].encode(item, ignore_device=ignore_device) for key, item in val.items()
+        }
+        device = None if ignore_device else self._device
+        return TensorDict(source, batch_size=self._shape, device=device)
+
+    # ------------------------------------------------------------------ copies and shapes
+    def _copy_with(
+        self, specs: dict[str, TensorSpec], shape: torch.Size | None = None
+    ) -> Composite:
+        out = Composite.__new__(type(self))
+        out.__dict__.update(self.__dict__)
+        out._specs = specs
+        out._locked = False
+        if shape is not None:
+            out._shape = shape
+        return out
+
+    def clone(self) -> Composite:
+        """A deep copy (unlocked)."""
+        return self._copy_with({k: v.clone() for k, v in self._specs.items()})
+
+    def to(self, dest: DeviceLike | torch.dtype) -> Composite:
+        """Move every entry (and the composite) to a device; ``self`` if already there.
+
+        ``to(None)`` forgets the composite's device and leaves its entries where they are.
+        """
+        if isinstance(dest, torch.dtype):
+            return self._copy_with({k: v.to(dest) for k, v in self._specs.items()})
+        device = parse_device(dest)
+        if device == self._device:
+            return self
+        if device is None:
+            # forget the composite's device; entries keep theirs
+            out = self._copy_with({k: v.to(None) for k, v in self._specs.items()})
+        else:
+            out = self._copy_with({k: v.to(device) for k, v in self._specs.items()})
+        out._device = device
+        return out
+
+    def expand(self, *shape: int) -> Composite:
+        """Add leading batch dims (or grow size-1 dims) in the composite and every entry."""
+        new = expand_shape(self._shape, _shape_args(shape), type(self).__name__)
+        specs = {
+            k: v.expand(torch.Size((*new, *v.shape[self.ndim :]))) for k, v in self._specs.items()
+        }
+        return self._copy_with(specs, new)
+
+    def squeeze(self, dim: int | None = None) -> Composite:
+        """Remove batch dims of size 1 (all of them, or only ``dim``) from the composite."""
+        if dim is None:
+            out = self
+            for d in reversed(range(self.ndim)):
+                if self._shape[d] == 1:
+                    out = out.squeeze(d)
+            return out
+        d = dim + self.ndim if dim < 0 else dim
+        if not 0 <= d < self.ndim or self._shape[d] != 1:
+            size = self._shape[d] if 0 <= d < self.ndim else None
+            raise ValueError(
+                SQUEEZE_DIM.format(dim=dim, cls=type(self).__name__, shape=self._shape, size=size)
+            )
+        specs = {k: v.squeeze(d) for k, v in self._specs.items()}
+        return self._copy_with(specs, torch.Size((*self._shape[:d], *self._shape[d + 1 :])))
+
+    def unsqueeze(self, dim: int) -> Composite:
+        """Insert a batch dim of size 1 at ``dim`` in the composite and every entry."""
+        d = dim + self.ndim + 1 if dim < 0 else dim
+        if not 0 <= d <= self.ndim:
+            raise ValueError(
+                UNSQUEEZE_DIM.format(cls=type(self).__name__, shape=self._shape, dim=dim)
+            )
+        specs = {k: v.unsqueeze(d) for k, v in self._specs.items()}
+        return self._copy_with(specs, torch.Size((*self._shape[:d], 1, *self._shape[d:])))
+
+    def _index(self, idx: Any) -> Composite:
+        idx = normalize_index(idx, self._shape)
+        shape = torch.empty(self._shape, device="meta")[idx].shape
+        return self._copy_with({k: v[idx] for k, v in self._specs.items()}, shape)
+
+    # ------------------------------------------------------------------ comparison and display
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not type(self):
+            return False
+        return (
+            self._shape == other._shape
+            and self._device == other._device
+            and self._specs.keys() == other._specs.keys()
+            and all(spec == other._specs[k] for k, spec in self._specs.items())
+        )
+
+    __hash__ = None
+
+    def __repr__(self) -> str:
+        body = "".join(
+            f"\n    {key}: " + repr(spec).replace("\n", "\n    ") + ","
+            for key, spec in self._specs.items()
+        )
+        tail = f"shape={tuple(self._shape)}, device={self._device}"
+        if not body:
+            return f"{type(self).__name__}({tail})"
+        return f"{type(self).__name__}({body}\n    {tail})"

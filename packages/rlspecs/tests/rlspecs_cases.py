@@ -1,0 +1,33 @@
+"""Spec factories shared by the rlspecs tests: every leaf kind, built with leading batch dims."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from rlspecs import (
+    Binary,
+    Bounded,
+    Categorical,
+    MultiCategorical,
+    MultiOneHot,
+    OneHot,
+    Unbounded,
+)
+
+BATCHES = [(), (3,), (3, 2)]
+
+LEAF_FACTORIES = {
+    "unbounded_float": lambda b: Unbounded((*b, 4)),
+    "unbounded_int": lambda b: Unbounded((*b, 4), dtype=torch.int64),
+    "bounded_float": lambda b: Bounded(-1.0, 2.0, (*b, 4)),
+    "bounded_int": lambda b: Bounded(0, 5, (*b, 4), dtype=torch.int32),
+    "categorical": lambda b: Categorical(4, shape=b),
+    "categorical_bool": lambda b: Categorical(2, shape=(*b, 1), dtype=torch.bool),
+    "one_hot": lambda b: OneHot(4, shape=(*b, 4)),
+    "multi_one_hot": lambda b: MultiOneHot([2, 3], shape=(*b, 5)),
+    "multi_categorical": lambda b: MultiCategorical([2, 3], shape=(*b, 2)),
+    "binary": lambda b: Binary(shape=(*b, 3)),
+}
+
+CUDA = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
