@@ -37,7 +37,7 @@ nox.options.sessions = [
 ]
 
 # Extras a package's own tests need, and our packages its tests use without depending on them.
-TEST_EXTRAS = {"rllibs": "[gym,dmc]"}
+TEST_EXTRAS = {"rllibs": "[gym,dmc]", "rlcollectors": "[progress]"}
 TEST_LOCAL_DEPS = {
     "rlbatched": ["rlmocks"],
     "rllibs": ["rlbatched", "rlmocks"],
