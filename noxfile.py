@@ -12,9 +12,9 @@ dependency edges, then runs its ``tests/``. Every install goes through ``constra
 from __future__ import annotations
 
 import pathlib
-import tomllib
 
 import nox
+import tomllib
 from packaging.requirements import Requirement
 
 ROOT = pathlib.Path(__file__).parent
@@ -34,10 +34,11 @@ nox.options.sessions = [
     "rlmodules",
     "rlcollectors",
     "integration",
+    "docs",
 ]
 
 # Extras a package's own tests need, and our packages its tests use without depending on them.
-TEST_EXTRAS = {"rllibs": "[gym,dmc]", "rlcollectors": "[progress]"}
+TEST_EXTRAS = {"rllibs": "[all]", "rlcollectors": "[progress]"}
 TEST_LOCAL_DEPS = {
     "rlbatched": ["rlmocks"],
     "rllibs": ["rlbatched", "rlmocks"],
@@ -100,10 +101,8 @@ for _name in _local_packages():
 @nox.session(python=PYTHON)
 def integration(session: nox.Session) -> None:
     """Every package with its extras; the cross-package suite in integration_tests/."""
-    _install_local(session, _local_packages(), {"rllibs": "[gym,dmc]"})
-    session.install(
-        *CONSTRAINTS, *TEST_TOOLS, "pytest-rerunfailures>=14", "pyyaml", "packaging"
-    )
+    _install_local(session, _local_packages(), {"rllibs": "[all]"})
+    session.install(*CONSTRAINTS, *TEST_TOOLS, "pytest-rerunfailures>=14", "pyyaml", "packaging")
     session.run("pytest", "integration_tests", "-q", *session.posargs)
 
 
@@ -120,9 +119,21 @@ def lint(session: nox.Session) -> None:
         session.warn(f"{checker} not found: dependency-edge check skipped")
 
 
+@nox.session(python=PYTHON)
+def docs(session: nox.Session) -> None:
+    """Build the documentation site (mkdocs --strict) and run every example on its pages."""
+    _install_local(session, _local_packages(), {"rllibs": "[gym,atari,dmc]"})
+    session.install(*CONSTRAINTS, "-r", str(ROOT / "docs" / "requirements.txt"))
+    env = {"NO_MKDOCS_2_WARNING": "1"}
+    session.run("mkdocs", "build", "--strict", "-f", str(ROOT / "docs" / "mkdocs.yml"), env=env)
+    session.run(
+        "pytest", str(ROOT / "docs"), "-q", "-p", "no:cacheprovider", *session.posargs, env=env
+    )
+
+
 @nox.session(python=PYTHON, default=False)
 def demo(session: nox.Session) -> None:
     """The README's demo: a random-policy rollout of a real env in a ParallelEnv."""
-    _install_local(session, ["rlbatched", "rllibs"], {"rllibs": "[gym,dmc]"})
+    _install_local(session, ["rlbatched", "rllibs"], {"rllibs": "[gym,mujoco,dmc]"})
     session.install(*CONSTRAINTS, "tqdm")
     session.run("python", str(ROOT / "examples" / "demo.py"), *session.posargs)
