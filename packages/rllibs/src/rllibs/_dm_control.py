@@ -1,0 +1,207 @@
+"""``DMControlWrapper`` and ``DMControlEnv``: DeepMind Control Suite tasks as ``EnvBase`` envs."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import torch
+from tensordict import TensorDictBase
+
+from rlspecs import Bounded, Categorical, Composite, TensorSpec, Unbounded
+
+from ._extras import import_optional
+from ._gym_like import GymLikeEnv
+from ._gym_spaces import to_numpy
+
+__all__ = ["DMControlEnv", "DMControlWrapper"]
+
+NO_TASK_RANDOM = (
+    "cannot seed {env}: its task has no random state (task._random); DMControlWrapper seeds "
+    "dm_control suite tasks through it"
+)
+
+
+def _torch_dtype(np_dtype: Any) -> torch.dtype:
+    return torch.from_numpy(np.empty((), dtype=np_dtype)).dtype
+
+
+def _array_spec_to_spec(array_spec: Any, device: Any) -> TensorSpec:
+    """dm_env ``Array``/``BoundedArray`` → ``Unbounded``/``Bounded`` (scalars get shape ``(1,)``)."""
+    shape = array_spec.shape or (1,)
+    dtype = _torch_dtype(array_spec.dtype)
+    if hasattr(array_spec, "minimum") and hasattr(array_spec, "maximum"):
+        # dm_env bounds are read-only arrays: copy them (torch warns on sharing them)
+        low = torch.as_tensor(np.array(array_spec.minimum)).expand(shape)
+        high = torch.as_tensor(np.array(array_spec.maximum)).expand(shape)
+        return Bounded(low=low, high=high, shape=shape, device=device, dtype=dtype)
+    return Unbounded(shape=shape, device=device, dtype=dtype)
+
+
+def _obs_reader(obs_spec: dict[str, Any]):
+    # dm_control may hand out views of its physics buffers: copy each entry once
+    layout = [(key, spec.dtype, spec.shape or (1,)) for key, spec in obs_spec.items()]
+
+    def read(obs: dict[str, Any]) -> dict[str, torch.Tensor]:
+        return {
+            key: torch.from_numpy(np.array(obs[key], dtype=dtype).reshape(shape))
+            for key, dtype, shape in layout
+        }
+
+    return read
+
+
+class DMControlWrapper(GymLikeEnv):
+    """Wrap a dm_control environment (``suite.load(...)``) as an ``EnvBase`` env.
+
+    The observation dict gives one spec per entry (float64 as dm_control gives, scalars with
+    shape ``(1,)``), the ``BoundedArray`` action spec a ``Bounded`` spec, and the reward a
+    ``(1,)`` spec of dm_control's reward dtype. The last step of an episode is ``terminated``
+    when its discount is 0 and ``truncated`` otherwise (the time limit). ``set_seed(seed)``
+    gives the task a fresh ``RandomState(seed)`` at the next reset, so episodes replay exactly.
+
+    Args:
+        env: a dm_control ``control.Environment`` (possibly wrapped, e.g. by ``pixels.Wrapper``).
+        from_pixels: render frames under ``"pixels"`` (dm_control's pixels wrapper).
+        pixels_only: with ``from_pixels``, drop the state entries.
+        frame_skip: times each action is repeated (rewards summed, stopping at the last step).
+        device: device of the specs and outputs.
+        render_kwargs: passed to the pixels wrapper (e.g. ``{"height": 84, "width": 84}``).
+
+    Examples:
+        >>> from dm_control import suite
+        >>> env = DMControlWrapper(suite.load("cartpole", "balance"))
+        >>> _ = env.set_seed(0)
+        >>> env.rollout(3)["next", "position"].dtype
+        torch.float64
+    """
+
+    def __init__(
+        self,
+        env: Any,
+        from_pixels: bool = False,
+        pixels_only: bool = True,
+        frame_skip: int = 1,
+        device: Any = None,
+        render_kwargs: dict[str, Any] | None = None,
+    ) -> None:
+        import_optional("dm_control", "dmc", type(self).__name__)
+        task_env = env
+        if from_pixels:
+            from dm_control.suite.wrappers import pixels
+
+            env = pixels.Wrapper(
+                env,
+                pixels_only=pixels_only,
+                render_kwargs=render_kwargs or {"camera_id": 0},
+            )
+        super().__init__(device=device, batch_size=torch.Size([]), frame_skip=frame_skip)
+        self._env = env
+        self._task_env = task_env
+        self.from_pixels = from_pixels
+        self.pixels_only = pixels_only
+        self._make_specs()
+
+    def _make_specs(self) -> None:
+        env, device = self._env, self.device
+        obs_spec = env.observation_spec()
+        self._read_obs = _obs_reader(obs_spec)
+        self.full_observation_spec = Composite(
+            {key: _array_spec_to_spec(spec, device) for key, spec in obs_spec.items()},
+            shape=(),
+            device=device,
+        )
+        action = _array_spec_to_spec(env.action_spec(), device)
+        self._write_action = to_numpy
+        self.full_action_spec = Composite(action=action, shape=(), device=device)
+        reward_spec = env.reward_spec()
+        self._reward_dtype = reward_spec.dtype
+        self.full_reward_spec = Composite(
+            reward=Unbounded(shape=(1,), device=device, dtype=_torch_dtype(reward_spec.dtype)),
+            shape=(),
+            device=device,
+        )
+        flag = Categorical(2, shape=(1,), device=device, dtype=torch.bool)
+        self.full_done_spec = Composite(
+            done=flag, terminated=flag.clone(), truncated=flag.clone(), shape=(), device=device
+        )
+
+    # ------------------------------------------------------------------ library calls
+    def _env_reset(self, tensordict: TensorDictBase | None, seed: int | None, **kwargs: Any):
+        if seed is not None:
+            task = self._task_env.task
+            if not hasattr(task, "_random"):
+                raise RuntimeError(NO_TASK_RANDOM.format(env=self._task_env))
+            task._random = np.random.RandomState(seed)
+        return self._env.reset().observation, {}
+
+    def _env_step(self, action: Any):
+        timestep = self._env.step(action)
+        last = timestep.last()
+        terminated = last and timestep.discount == 0
+        reward = 0.0 if timestep.reward is None else timestep.reward
+        return timestep.observation, reward, terminated, last and not terminated, {}
+
+    def close(self) -> None:
+        """Close the dm_control env, then this env."""
+        self._env.close()
+        super().close()
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(env={self._task_env}, device={self.device})"
+
+
+class DMControlEnv(DMControlWrapper):
+    """Load a DeepMind Control Suite task by domain and task name and wrap it.
+
+    Args:
+        domain: e.g. ``"humanoid"``.
+        task: e.g. ``"stand"``.
+        from_pixels: as for ``DMControlWrapper``.
+        pixels_only: as for ``DMControlWrapper``.
+        frame_skip: as for ``DMControlWrapper``.
+        device: as for ``DMControlWrapper``.
+        render_kwargs: as for ``DMControlWrapper``.
+        task_kwargs: passed to ``dm_control.suite.load``.
+        environment_kwargs: passed to ``dm_control.suite.load``.
+
+    Examples:
+        >>> env = DMControlEnv("humanoid", "stand")
+        >>> env.observation_spec["head_height"].shape
+        torch.Size([1])
+        >>> env.action_spec.shape
+        torch.Size([21])
+    """
+
+    def __init__(
+        self,
+        domain: str,
+        task: str,
+        *,
+        from_pixels: bool = False,
+        pixels_only: bool = True,
+        frame_skip: int = 1,
+        device: Any = None,
+        render_kwargs: dict[str, Any] | None = None,
+        task_kwargs: dict[str, Any] | None = None,
+        environment_kwargs: dict[str, Any] | None = None,
+    ) -> None:
+        import_optional("dm_control", "dmc", f"DMControlEnv({domain!r}, {task!r})")
+        from dm_control import suite
+
+        env = suite.load(
+            domain, task, task_kwargs=task_kwargs, environment_kwargs=environment_kwargs
+        )
+        super().__init__(
+            env,
+            from_pixels=from_pixels,
+            pixels_only=pixels_only,
+            frame_skip=frame_skip,
+            device=device,
+            render_kwargs=render_kwargs,
+        )
+        self.domain = domain
+        self.task = task
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(env={self.domain}/{self.task}, device={self.device})"

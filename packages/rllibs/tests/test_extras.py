@@ -1,0 +1,69 @@
+"""Optional extras: availability flags, lazy imports and the errors naming what to install."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+
+import pytest
+
+import rllibs
+from rllibs import DMControlEnv, GymEnv, GymWrapper
+from rllibs._extras import MISSING_EXTRA
+
+
+def test_flags_and_seed_era_aliases_agree():
+    assert rllibs._has_gym is rllibs.HAS_GYM
+    assert rllibs._has_dmc is rllibs.HAS_DMC
+
+
+def test_import_rllibs_works_without_gymnasium_or_dm_control():
+    code = (
+        "import sys\n"
+        "for name in ('gymnasium', 'dm_control', 'mujoco', 'ale_py'):\n"
+        "    sys.modules[name] = None\n"
+        "import rllibs\n"
+        "assert not rllibs.HAS_GYM and not rllibs.HAS_DMC\n"
+        "assert 'gymnasium' not in [m for m, v in sys.modules.items() if v is not None]\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_import_rllibs_does_not_import_the_backends():
+    code = (
+        "import sys, rllibs\n"
+        "loaded = [m for m in ('gymnasium', 'dm_control', 'mujoco', 'ale_py') if m in sys.modules]\n"
+        "assert not loaded, loaded\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+@pytest.mark.parametrize(
+    "make,module,extra,what",
+    [
+        (lambda: GymEnv("Pendulum-v1"), "gymnasium", "gym", "GymEnv('Pendulum-v1')"),
+        (lambda: GymWrapper(object()), "gymnasium", "gym", "GymWrapper"),
+        (
+            lambda: DMControlEnv("humanoid", "stand"),
+            "dm_control",
+            "dmc",
+            "DMControlEnv('humanoid', 'stand')",
+        ),
+    ],
+    ids=["GymEnv", "GymWrapper", "DMControlEnv"],
+)
+def test_missing_backend_names_the_extra(monkeypatch, make, module, extra, what):
+    monkeypatch.setitem(sys.modules, module, None)  # the import system now fails on it
+    message = MISSING_EXTRA.format(what=what, module=module, extra=extra)
+    with pytest.raises(ImportError, match=re.escape(message)):
+        make()
+    assert f'pip install "rllibs[{extra}]"' in message
+
+
+def test_missing_ale_names_the_atari_extra(monkeypatch):
+    pytest.importorskip("gymnasium")
+    monkeypatch.setitem(sys.modules, "ale_py", None)
+    message = MISSING_EXTRA.format(what="GymEnv('ALE/Pong-v5')", module="ale_py", extra="atari")
+    with pytest.raises(ImportError, match=re.escape(message)):
+        GymEnv("ALE/Pong-v5")
