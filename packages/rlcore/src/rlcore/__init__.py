@@ -1,0 +1,33 @@
+"""The core RL environment API: ``EnvBase``, ``step_mdp`` and env utilities.
+
+Transforms live in the ``rlcore.transforms`` subpackage (imported explicitly).
+"""
+
+from rlspecs import make_composite_from_td
+
+from ._checks import check_env_specs
+from ._done import terminated_or_truncated
+from ._env_base import EnvBase
+from ._env_creator import EnvCreator
+from ._marl import MarlGroupMapType, check_marl_grouping
+from ._model_based import ModelBasedEnvBase
+from ._step_mdp import StepMDP, step_mdp
+from ._version import __version__
+
+__all__ = [
+    # environments
+    "EnvBase",
+    "ModelBasedEnvBase",
+    "EnvCreator",
+    # transitions and done flags
+    "step_mdp",
+    "StepMDP",
+    "terminated_or_truncated",
+    # checks and spec helpers
+    "check_env_specs",
+    "make_composite_from_td",
+    # multi-agent
+    "MarlGroupMapType",
+    "check_marl_grouping",
+    "__version__",
+]

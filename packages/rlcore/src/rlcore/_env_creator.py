@@ -1,0 +1,114 @@
+"""``EnvCreator``: a picklable env factory that knows the specs of the envs it builds."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import cloudpickle
+import torch
+
+from rlcore._env_base import EnvBase
+from rlcore._env_specs import EnvSpecsMixin
+from rlspecs import Composite
+
+__all__ = ["EnvCreator"]
+
+NOT_AN_ENV = "EnvCreator: the factory returned a {type}, an EnvBase was expected"
+
+
+class _SpecView(EnvSpecsMixin):
+    """Specs and key lists of an env, without the env."""
+
+    def __init__(self, env: EnvBase) -> None:
+        self.batch_size = env.batch_size
+        self.device = env.device
+        self.batch_locked = env.batch_locked
+        self.__dict__["_output_spec"] = env.output_spec.clone().lock_()
+        self.__dict__["_input_spec"] = env.input_spec.clone().lock_()
+        self.__dict__["_cache"] = {}
+
+
+class EnvCreator:
+    """Wraps an env factory so it can be sent to spawned processes (pickled with cloudpickle).
+
+    At construction the factory is called once to read the specs, batch size and device of the
+    envs it builds; that env is closed and dropped. Spec properties (``observation_spec``,
+    ``full_action_spec``, ``done_keys``, ...) are served from the copy kept.
+
+    Args:
+        create_env_fn: a callable returning an ``EnvBase``.
+        create_env_kwargs: keyword arguments passed to it.
+
+    Examples:
+        >>> creator = EnvCreator(lambda: MyEnv())  # doctest: +SKIP
+        >>> creator.observation_spec  # doctest: +SKIP
+        >>> env = creator()  # doctest: +SKIP
+    """
+
+    def __init__(
+        self,
+        create_env_fn: Callable[..., EnvBase],
+        create_env_kwargs: dict[str, Any] | None = None,
+    ) -> None:
+        self.create_env_fn = create_env_fn
+        self.create_env_kwargs = dict(create_env_kwargs or {})
+        env = self._make()
+        self._meta = _SpecView(env)
+        env.close()
+        del env
+
+    def _make(self, **kwargs: Any) -> EnvBase:
+        env = self.create_env_fn(**{**self.create_env_kwargs, **kwargs})
+        if not isinstance(env, EnvBase):
+            raise TypeError(NOT_AN_ENV.format(type=type(env).__name__))
+        return env
+
+    def __call__(self, **kwargs: Any) -> EnvBase:
+        """Builds a new env (``kwargs`` update ``create_env_kwargs``)."""
+        return self._make(**kwargs)
+
+    @property
+    def batch_size(self) -> torch.Size:
+        """Batch size of the envs built."""
+        return self._meta.batch_size
+
+    @property
+    def device(self) -> torch.device | None:
+        """Device of the envs built."""
+        return self._meta.device
+
+    @property
+    def batch_locked(self) -> bool:
+        """Whether the envs built are batch-locked."""
+        return self._meta.batch_locked
+
+    @property
+    def specs(self) -> Composite:
+        """A Composite with ``output_spec`` and ``input_spec``."""
+        return Composite(
+            output_spec=self._meta.output_spec,
+            input_spec=self._meta.input_spec,
+            shape=self._meta.batch_size,
+        )
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__") or name == "_meta":
+            raise AttributeError(name)
+        descriptor = getattr(EnvSpecsMixin, name, None)
+        if isinstance(descriptor, property):
+            return getattr(self._meta, name)
+        raise AttributeError(f"{type(self).__name__} has no attribute {name!r}")
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        state["create_env_fn"] = cloudpickle.dumps(self.create_env_fn)
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        state = dict(state)
+        state["create_env_fn"] = cloudpickle.loads(state["create_env_fn"])
+        self.__dict__.update(state)
+
+    def __repr__(self) -> str:
+        return f"EnvCreator({self.create_env_fn!r}, create_env_kwargs={self.create_env_kwargs})"

@@ -1,0 +1,370 @@
+"""Spec properties and cached key lists of ``EnvBase`` (a mixin, kept apart for size)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from tensordict.utils import NestedKey
+
+from rlspecs import Categorical, Composite, TensorSpec, Unbounded
+
+__all__ = ["EnvSpecsMixin", "sort_keys"]
+
+SPEC_BATCH_MISMATCH = (
+    "The {name} spec has shape {shape} but its leading dims must match the env batch_size "
+    "{batch_size}; build the spec with shape=(*batch_size, ...)"
+)
+NOT_A_SPEC = "The {name} spec must be a TensorSpec (or a Composite), got {type}"
+NOT_A_COMPOSITE = "The {name} must be a Composite, got {type}"
+MANY_KEYS = (
+    "{name}_key requested but the env has {n} {name} keys {keys}; use env.{name}_keys instead"
+)
+
+OUTPUT_ENTRIES = ("full_observation_spec", "full_reward_spec", "full_done_spec")
+INPUT_ENTRIES = ("full_action_spec", "full_state_spec")
+
+
+def _depth_order(key: NestedKey) -> tuple[int, str]:
+    if isinstance(key, str):
+        return (0, key)
+    return (len(key) - 1, ".".join(key))
+
+
+def sort_keys(keys: Any) -> list[NestedKey]:
+    """Sorts nested keys root first, then by depth, alphabetically within a depth."""
+    return sorted(keys, key=_depth_order)
+
+
+def complete_done_spec(spec: Composite) -> Composite:
+    """At every level of ``spec`` holding ``done`` or ``terminated`` only, adds the other one."""
+    for item in list(spec.values()):
+        if isinstance(item, Composite):
+            complete_done_spec(item)
+    names = set(spec.keys())
+    if "done" in names and "terminated" not in names:
+        spec["terminated"] = spec["done"].clone()
+    elif "terminated" in names and "done" not in names:
+        spec["done"] = spec["terminated"].clone()
+    return spec
+
+
+class EnvSpecsMixin:
+    """Spec properties with setters and key lists cached from the specs.
+
+    Storage: ``self.__dict__["_output_spec"]`` (``full_observation_spec``, ``full_reward_spec``,
+    ``full_done_spec``) and ``self.__dict__["_input_spec"]`` (``full_action_spec``,
+    ``full_state_spec``), both locked Composites of shape ``batch_size``; the key cache lives in
+    ``self.__dict__["_cache"]`` and is cleared by every setter (``empty_cache()``).
+    """
+
+    batch_size: torch.Size
+    device: torch.device | None
+
+    # ------------------------------------------------------------------ construction helpers
+    def _spec_empty(self) -> Composite:
+        return Composite(shape=self.batch_size, device=self.device)
+
+    def _spec_default_done(self) -> Composite:
+        leaf = Categorical(2, shape=(*self.batch_size, 1), dtype=torch.bool, device=self.device)
+        return Composite(
+            done=leaf, terminated=leaf.clone(), shape=self.batch_size, device=self.device
+        )
+
+    def _spec_default_reward(self) -> Composite:
+        leaf = Unbounded(shape=(*self.batch_size, 1), device=self.device)
+        return Composite(reward=leaf, shape=self.batch_size, device=self.device)
+
+    def _spec_check_batch(self, name: str, spec: TensorSpec) -> None:
+        batch_size = self.batch_size
+        if tuple(spec.shape[: len(batch_size)]) != tuple(batch_size):
+            raise ValueError(
+                SPEC_BATCH_MISMATCH.format(
+                    name=name, shape=tuple(spec.shape), batch_size=tuple(batch_size)
+                )
+            )
+
+    def _spec_as_group(self, name: str, spec: TensorSpec, default_key: str) -> Composite:
+        """Wraps a leaf under ``default_key``; checks shapes; moves to the env device."""
+        if not isinstance(spec, TensorSpec):
+            raise TypeError(NOT_A_SPEC.format(name=name, type=type(spec).__name__))
+        self._spec_check_batch(name, spec)
+        device = self.device
+        if device is not None and spec.device != device:
+            spec = spec.to(device)
+        if isinstance(spec, Composite):
+            return spec.clone()
+        return Composite({default_key: spec}, shape=self.batch_size, device=device)
+
+    def _spec_default_output(self) -> Composite:
+        spec = Composite(
+            full_observation_spec=self._spec_empty(),
+            full_reward_spec=self._spec_default_reward(),
+            full_done_spec=self._spec_default_done(),
+            shape=self.batch_size,
+            device=self.device,
+        )
+        return spec.lock_()
+
+    def _spec_default_input(self) -> Composite:
+        spec = Composite(
+            full_action_spec=self._spec_empty(),
+            full_state_spec=self._spec_empty(),
+            shape=self.batch_size,
+            device=self.device,
+        )
+        return spec.lock_()
+
+    def _spec_set_entry(self, parent: str, name: str, spec: Composite) -> None:
+        container = self.output_spec if parent == "_output_spec" else self.input_spec
+        container.unlock_()
+        try:
+            container[name] = spec
+        finally:
+            container.lock_()
+        self.empty_cache()
+
+    # ------------------------------------------------------------------ containers
+    @property
+    def output_spec(self) -> Composite:
+        """Locked Composite with ``full_observation_spec``, ``full_reward_spec``, ``full_done_spec``."""
+        spec = self.__dict__.get("_output_spec")
+        if spec is None:
+            spec = self.__dict__["_output_spec"] = self._spec_default_output()
+        return spec
+
+    @output_spec.setter
+    def output_spec(self, value: Composite) -> None:
+        if not isinstance(value, Composite):
+            raise TypeError(NOT_A_COMPOSITE.format(name="output_spec", type=type(value).__name__))
+        self._spec_check_batch("output_spec", value)
+        value = value.clone().unlock_()
+        defaults = {
+            "full_observation_spec": self._spec_empty,
+            "full_reward_spec": self._spec_default_reward,
+            "full_done_spec": self._spec_default_done,
+        }
+        for name, make in defaults.items():
+            if name not in value.keys():
+                value[name] = make()
+        complete_done_spec(value["full_done_spec"])
+        self.__dict__["_output_spec"] = value.lock_()
+        self.empty_cache()
+
+    @property
+    def input_spec(self) -> Composite:
+        """Locked Composite with ``full_action_spec`` and ``full_state_spec``."""
+        spec = self.__dict__.get("_input_spec")
+        if spec is None:
+            spec = self.__dict__["_input_spec"] = self._spec_default_input()
+        return spec
+
+    @input_spec.setter
+    def input_spec(self, value: Composite) -> None:
+        if not isinstance(value, Composite):
+            raise TypeError(NOT_A_COMPOSITE.format(name="input_spec", type=type(value).__name__))
+        self._spec_check_batch("input_spec", value)
+        value = value.clone().unlock_()
+        for name in INPUT_ENTRIES:
+            if name not in value.keys():
+                value[name] = self._spec_empty()
+        self.__dict__["_input_spec"] = value.lock_()
+        self.empty_cache()
+
+    # ------------------------------------------------------------------ observation / state
+    @property
+    def full_observation_spec(self) -> Composite:
+        """The observation Composite."""
+        return self.output_spec["full_observation_spec"]
+
+    @full_observation_spec.setter
+    def full_observation_spec(self, value: TensorSpec) -> None:
+        self._spec_set_entry(
+            "_output_spec",
+            "full_observation_spec",
+            self._spec_as_group("observation", value, "observation"),
+        )
+
+    observation_spec = full_observation_spec
+
+    @property
+    def full_state_spec(self) -> Composite:
+        """The state Composite: inputs of ``_step`` other than actions."""
+        return self.input_spec["full_state_spec"]
+
+    @full_state_spec.setter
+    def full_state_spec(self, value: TensorSpec | None) -> None:
+        if value is None:
+            value = self._spec_empty()
+        elif not isinstance(value, Composite):
+            raise TypeError(NOT_A_COMPOSITE.format(name="state_spec", type=type(value).__name__))
+        self._spec_set_entry(
+            "_input_spec", "full_state_spec", self._spec_as_group("state", value, "state")
+        )
+
+    state_spec = full_state_spec
+
+    # ------------------------------------------------------------------ action
+    @property
+    def full_action_spec(self) -> Composite:
+        """The action Composite."""
+        return self.input_spec["full_action_spec"]
+
+    @full_action_spec.setter
+    def full_action_spec(self, value: TensorSpec) -> None:
+        self._spec_set_entry(
+            "_input_spec", "full_action_spec", self._spec_as_group("action", value, "action")
+        )
+
+    @property
+    def action_spec(self) -> TensorSpec:
+        """The action leaf when there is a single action key, the action Composite otherwise."""
+        keys = self.action_keys
+        full = self.full_action_spec
+        return full[keys[0]] if len(keys) == 1 else full
+
+    @action_spec.setter
+    def action_spec(self, value: TensorSpec) -> None:
+        self.full_action_spec = value
+
+    # ------------------------------------------------------------------ reward
+    @property
+    def full_reward_spec(self) -> Composite:
+        """The reward Composite."""
+        return self.output_spec["full_reward_spec"]
+
+    @full_reward_spec.setter
+    def full_reward_spec(self, value: TensorSpec) -> None:
+        self._spec_set_entry(
+            "_output_spec", "full_reward_spec", self._spec_as_group("reward", value, "reward")
+        )
+
+    @property
+    def reward_spec(self) -> TensorSpec:
+        """The reward leaf when there is a single reward key, the reward Composite otherwise."""
+        keys = self.reward_keys
+        full = self.full_reward_spec
+        return full[keys[0]] if len(keys) == 1 else full
+
+    @reward_spec.setter
+    def reward_spec(self, value: TensorSpec) -> None:
+        self.full_reward_spec = value
+
+    # ------------------------------------------------------------------ done
+    @property
+    def full_done_spec(self) -> Composite:
+        """The done Composite (``done`` and ``terminated`` at every level, maybe ``truncated``)."""
+        return self.output_spec["full_done_spec"]
+
+    @full_done_spec.setter
+    def full_done_spec(self, value: TensorSpec) -> None:
+        if isinstance(value, TensorSpec) and not isinstance(value, Composite):
+            self._spec_check_batch("done", value)
+            value = Composite(
+                done=value.clone(),
+                terminated=value.clone(),
+                shape=self.batch_size,
+                device=value.device,
+            )
+        group = self._spec_as_group("done", value, "done")
+        self._spec_set_entry("_output_spec", "full_done_spec", complete_done_spec(group))
+
+    @property
+    def done_spec(self) -> TensorSpec:
+        """The done leaf when there is a single done key, the done Composite otherwise."""
+        keys = self.done_keys
+        full = self.full_done_spec
+        return full[keys[0]] if len(keys) == 1 else full
+
+    @done_spec.setter
+    def done_spec(self, value: TensorSpec) -> None:
+        self.full_done_spec = value
+
+    # ------------------------------------------------------------------ cached keys
+    def empty_cache(self) -> None:
+        """Forgets the key lists and step plans derived from the specs (setters call it)."""
+        self.__dict__["_cache"] = {}
+
+    def _cache_get(self, name: str, compute: Any) -> Any:
+        cache = self.__dict__["_cache"]
+        value = cache.get(name)
+        if value is None:
+            value = cache[name] = compute()
+        return value
+
+    @property
+    def action_keys(self) -> list[NestedKey]:
+        """Leaf keys of the action spec, root first."""
+        return self._cache_get(
+            "action_keys", lambda: sort_keys(self.full_action_spec.keys(True, True))
+        )
+
+    @property
+    def reward_keys(self) -> list[NestedKey]:
+        """Leaf keys of the reward spec, root first."""
+        return self._cache_get(
+            "reward_keys", lambda: sort_keys(self.full_reward_spec.keys(True, True))
+        )
+
+    @property
+    def done_keys(self) -> list[NestedKey]:
+        """Leaf keys of the done spec, root first."""
+        return self._cache_get("done_keys", lambda: sort_keys(self.full_done_spec.keys(True, True)))
+
+    @property
+    def observation_keys(self) -> list[NestedKey]:
+        """Leaf keys of the observation spec, root first."""
+        return self._cache_get(
+            "observation_keys", lambda: sort_keys(self.full_observation_spec.keys(True, True))
+        )
+
+    @property
+    def state_keys(self) -> list[NestedKey]:
+        """Leaf keys of the state spec, root first."""
+        return self._cache_get(
+            "state_keys", lambda: sort_keys(self.full_state_spec.keys(True, True))
+        )
+
+    def _spec_single_key(self, name: str, keys: list[NestedKey]) -> NestedKey:
+        if len(keys) != 1:
+            raise KeyError(MANY_KEYS.format(name=name, n=len(keys), keys=keys))
+        return keys[0]
+
+    @property
+    def action_key(self) -> NestedKey:
+        """The action key (KeyError when there are several)."""
+        return self._spec_single_key("action", self.action_keys)
+
+    @property
+    def reward_key(self) -> NestedKey:
+        """The reward key (KeyError when there are several)."""
+        return self._spec_single_key("reward", self.reward_keys)
+
+    @property
+    def done_key(self) -> NestedKey:
+        """The first done key, root first."""
+        return self.done_keys[0]
+
+    @property
+    def done_keys_groups(self) -> list[list[NestedKey]]:
+        """Done keys grouped by level, in the order of ``reset_keys``."""
+        return self._cache_get("done_keys_groups", self._spec_done_groups)
+
+    def _spec_done_groups(self) -> list[list[NestedKey]]:
+        groups: dict[tuple[str, ...], list[NestedKey]] = {}
+        for key in self.done_keys:
+            prefix = () if isinstance(key, str) else key[:-1]
+            groups.setdefault(prefix, []).append(key)
+        return list(groups.values())
+
+    @property
+    def reset_keys(self) -> list[NestedKey]:
+        """``"_reset"`` keys, one per done level (``(*prefix, "_reset")``), root first."""
+        return self._cache_get("reset_keys", self._spec_reset_keys)
+
+    def _spec_reset_keys(self) -> list[NestedKey]:
+        keys = []
+        for group in self.done_keys_groups:
+            key = group[0]
+            keys.append("_reset" if isinstance(key, str) else (*key[:-1], "_reset"))
+        return keys

@@ -1,0 +1,384 @@
+"""Moving a transition's ``"next"`` entries to the root: ``step_mdp`` and ``StepMDP``."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from functools import lru_cache
+from typing import TYPE_CHECKING, Any
+
+import torch
+from tensordict import LazyStackedTensorDict, TensorDict, TensorDictBase, is_tensor_collection
+from tensordict.utils import NestedKey, is_non_tensor, unravel_key
+
+if TYPE_CHECKING:
+    from rlcore._env_base import EnvBase
+
+__all__ = ["StepMDP", "step_mdp"]
+
+LAZY_INTO_DENSE = "step_mdp: cannot copy a heterogeneous lazy stack into a dense tensordict"
+NO_NEXT = "step_mdp: the tensordict has no 'next' entry; call env.step first"
+
+# A key tree maps a string to ``None`` (the whole entry) or to a sub-tree (some of its entries).
+KeyTree = dict[str, Any]
+
+
+def _as_tuple(key: NestedKey) -> tuple[str, ...]:
+    key = unravel_key(key)
+    return (key,) if isinstance(key, str) else key
+
+
+def _key_list(keys: NestedKey | Iterable[NestedKey]) -> list[tuple[str, ...]]:
+    if isinstance(keys, (str, tuple)):
+        keys = [keys]
+    return [_as_tuple(key) for key in keys]
+
+
+def key_tree(keys: Iterable[NestedKey]) -> KeyTree:
+    """Builds a key tree: ``[("a", "b"), "c"]`` gives ``{"a": {"b": None}, "c": None}``."""
+    tree: KeyTree = {}
+    for key in keys:
+        node = tree
+        *prefix, last = _as_tuple(key)
+        for part in prefix:
+            if part in node and node[part] is None:
+                break  # an ancestor is already selected as a whole
+            node = node.setdefault(part, {})
+        else:
+            node[last] = None
+    return tree
+
+
+def _is_node(value: Any) -> bool:
+    if type(value) is torch.Tensor:
+        return False
+    return is_tensor_collection(value) and not is_non_tensor(value)
+
+
+def _set(dest: TensorDictBase, key: str, value: Any) -> None:
+    dest._set_str(key, value, inplace=False, validated=True, non_blocking=False)
+
+
+def _members(td: TensorDictBase) -> Sequence[TensorDictBase] | None:
+    return td.tensordicts if isinstance(td, LazyStackedTensorDict) else None
+
+
+def copy_excluding(
+    source: TensorDictBase, dest: TensorDictBase, excluded: KeyTree, skip_root: str | None = None
+) -> bool:
+    """Copies every entry of ``source`` into ``dest`` except the excluded ones; returns non-empty.
+
+    Sub-tensordicts are rebuilt (never shared) so that later writes do not leak between the two.
+    Heterogeneous lazy stacks are handled member by member.
+    """
+    members = _members(source)
+    if members is not None and _members(dest) is not None:
+        filled = False
+        for src, dst in zip(members, dest.tensordicts):
+            filled = copy_excluding(src, dst, excluded, skip_root) or filled
+        return filled
+    filled = False
+    items = source._tensordict.items() if type(source) is TensorDict else _items(source)
+    for key, value in list(items):
+        if key == skip_root:
+            continue
+        sub = excluded.get(key, ...)
+        if sub is None:
+            continue
+        if _is_node(value):
+            sub_dest = dest._get_str(key, None)
+            new = sub_dest is None
+            if new:
+                sub_dest = value.empty()
+            if copy_excluding(value, sub_dest, {} if sub is ... else sub):
+                if new:
+                    _set(dest, key, sub_dest)
+                filled = True
+        elif sub is ...:
+            _set(dest, key, value)
+            filled = True
+    return filled
+
+
+def _items(source: TensorDictBase) -> list[tuple[str, Any]]:
+    return [(key, source._get_str(key, None)) for key in source.keys()]
+
+
+def copy_selected(source: TensorDictBase, dest: TensorDictBase, selected: KeyTree) -> bool:
+    """Copies the entries of ``selected`` found in ``source`` into ``dest``; returns non-empty."""
+    members = _members(source)
+    if members is not None:
+        dest_members = _members(dest)
+        if dest_members is None:
+            raise RuntimeError(LAZY_INTO_DENSE)
+        filled = False
+        for src, dst in zip(members, dest_members):
+            filled = copy_selected(src, dst, selected) or filled
+        return filled
+    filled = False
+    for key, sub in selected.items():
+        value = source._get_str(key, None)
+        if value is None:
+            continue
+        if sub is None:
+            if _is_node(value):
+                value = value.copy()
+            _set(dest, key, value)
+            filled = True
+            continue
+        if not _is_node(value):
+            continue
+        sub_dest = dest._get_str(key, None)
+        new = sub_dest is None or sub_dest.batch_size != value.batch_size
+        if new:
+            sub_dest = value.empty()
+        if copy_selected(value, sub_dest, sub):
+            if new:
+                _set(dest, key, sub_dest)
+            filled = True
+    return filled
+
+
+def _flat_step_mdp(
+    tensordict: TensorDict,
+    next_td: TensorDict,
+    excluded: KeyTree,
+    keep_other: bool,
+    exclude_action: bool,
+    action_keys: NestedKey | Iterable[NestedKey],
+) -> TensorDict | None:
+    """``step_mdp`` for flat, unnamed tensordicts of tensors; None when that does not apply."""
+    if getattr(next_td, "_td_dim_names", None) is not None or any(
+        sub is not None for sub in excluded.values()
+    ):
+        return None
+    entries: dict[str, torch.Tensor] = {}
+    root = tensordict._tensordict
+    if keep_other:
+        for key, value in root.items():
+            if key == "next" or key in excluded:
+                continue
+            if type(value) is not torch.Tensor:
+                return None
+            entries[key] = value
+    elif not exclude_action:
+        for key in _hashable(action_keys):
+            if type(key) is not str:
+                return None
+            value = root.get(key)
+            if value is not None:
+                if type(value) is not torch.Tensor:
+                    return None
+                entries[key] = value
+    for key, value in next_td._tensordict.items():
+        if key in excluded:
+            continue
+        if type(value) is not torch.Tensor:
+            return None
+        entries[key] = value
+    return TensorDict._new_unsafe(
+        entries, batch_size=next_td.batch_size, device=next_td.device, nested=False
+    )
+
+
+def _hashable(keys: NestedKey | Iterable[NestedKey]) -> tuple:
+    if isinstance(keys, (str, tuple)):
+        return (keys,)
+    return tuple(keys)
+
+
+@lru_cache(maxsize=256)
+def _excluded_tree(*groups: tuple) -> KeyTree:
+    return key_tree([key for group in groups for key in group])
+
+
+def step_mdp(
+    tensordict: TensorDictBase,
+    next_tensordict: TensorDictBase | None = None,
+    keep_other: bool = True,
+    exclude_reward: bool = True,
+    exclude_done: bool = False,
+    exclude_action: bool = True,
+    reward_keys: NestedKey | list[NestedKey] = "reward",
+    done_keys: NestedKey | list[NestedKey] = "done",
+    action_keys: NestedKey | list[NestedKey] = "action",
+) -> TensorDictBase:
+    """Returns the root tensordict of the next step: the ``"next"`` entries moved up.
+
+    Entries are not copied: ``out["obs"] is tensordict["next", "obs"]``. Root entries that are
+    not under ``"next"`` are kept when ``keep_other``; the reward, done and action entries are
+    dropped according to the ``exclude_*`` flags.
+
+    Args:
+        tensordict: a transition, as returned by ``EnvBase.step``.
+        next_tensordict: optional destination, updated and returned.
+        keep_other: keep root entries other than action/reward/done.
+        exclude_reward: drop the reward entries.
+        exclude_done: drop the done entries.
+        exclude_action: drop the action entries (kept at the root otherwise).
+        reward_keys: reward key(s).
+        done_keys: done key(s).
+        action_keys: action key(s).
+
+    Examples:
+        >>> import torch
+        >>> from tensordict import TensorDict
+        >>> td = TensorDict({"obs": torch.zeros(1), "action": torch.ones(1),
+        ...     "next": {"obs": torch.ones(1), "reward": torch.ones(1)}}, [])
+        >>> sorted(step_mdp(td).keys())
+        ['obs']
+        >>> step_mdp(td)["obs"] is td["next", "obs"]
+        True
+    """
+    if isinstance(tensordict, LazyStackedTensorDict):
+        outs = next_tensordict.unbind(tensordict.stack_dim) if next_tensordict is not None else None
+        stacked = LazyStackedTensorDict.lazy_stack(
+            [
+                step_mdp(
+                    td,
+                    None,
+                    keep_other,
+                    exclude_reward,
+                    exclude_done,
+                    exclude_action,
+                    reward_keys,
+                    done_keys,
+                    action_keys,
+                )
+                for td in tensordict.tensordicts
+            ],
+            tensordict.stack_dim,
+        )
+        if outs is not None:
+            return next_tensordict.update(stacked)
+        return stacked
+    excluded_tree = _excluded_tree(
+        _hashable(reward_keys) if exclude_reward else (),
+        _hashable(done_keys) if exclude_done else (),
+        _hashable(action_keys) if exclude_action else (),
+    )
+    next_td = tensordict._get_str("next", None)
+    if next_td is None:
+        raise KeyError(NO_NEXT)
+    if next_tensordict is None and type(tensordict) is TensorDict and type(next_td) is TensorDict:
+        out = _flat_step_mdp(
+            tensordict, next_td, excluded_tree, keep_other, exclude_action, action_keys
+        )
+        if out is not None:
+            return out
+    out = next_td.empty()
+    if keep_other:
+        copy_excluding(tensordict, out, excluded_tree, skip_root="next")
+    elif not exclude_action:
+        copy_selected(tensordict, out, _excluded_tree((), (), _hashable(action_keys)))
+    copy_excluding(next_td, out, excluded_tree)
+    if next_tensordict is not None:
+        return next_tensordict.update(out)
+    return out
+
+
+class StepMDP:
+    """``step_mdp`` with the key lists of an env computed once.
+
+    Observation and done entries come from ``"next"``; root entries other than ``"next"``, the
+    done/reset entries and the (non-state) rewards are kept when ``keep_other``.
+
+    Examples:
+        >>> step = StepMDP(env, exclude_action=False)  # doctest: +SKIP
+        >>> root = step(env.rand_step(env.reset()))  # doctest: +SKIP
+    """
+
+    def __init__(
+        self,
+        env: EnvBase,
+        *,
+        keep_other: bool = True,
+        exclude_reward: bool = True,
+        exclude_done: bool = False,
+        exclude_action: bool = True,
+    ) -> None:
+        action_keys = _key_list(env.action_keys)
+        done_keys = _key_list(env.done_keys)
+        reward_keys = _key_list(env.reward_keys)
+        state_keys = _key_list(env.state_keys)
+        observation_keys = _key_list(env.observation_keys)
+        rewards_not_state = [key for key in reward_keys if key not in state_keys]
+        reset_keys = [(*key[:-1], "_reset") for key in done_keys]
+
+        from_next = list(observation_keys)
+        if not exclude_reward:
+            from_next += reward_keys
+        else:
+            from_next += [key for key in reward_keys if key in state_keys]
+        if not exclude_done:
+            from_next += done_keys
+        from_root = [] if exclude_action else list(action_keys)
+        exclude_root = [("next",), *done_keys, *reset_keys, *rewards_not_state]
+        if exclude_action:
+            exclude_root += action_keys
+        if keep_other:
+            from_root += state_keys
+        else:
+            exclude_root += state_keys
+
+        self.keep_other = keep_other
+        self.exclude_from_root = key_tree(exclude_root)
+        self.keys_from_root = key_tree(from_root)
+        self.keys_from_next = key_tree(from_next)
+        # Flat fast path: every key at the root level and plain tensordicts.
+        self._flat = all(
+            sub is None
+            for tree in (self.exclude_from_root, self.keys_from_next)
+            for sub in tree.values()
+        )
+        self._flat_exclude = tuple(self.exclude_from_root)
+        self._flat_next = tuple(self.keys_from_next)
+
+    def __call__(self, tensordict: TensorDictBase) -> TensorDictBase:
+        """Returns the root of the next step for ``tensordict`` (a transition)."""
+        if isinstance(tensordict, LazyStackedTensorDict):
+            return LazyStackedTensorDict.lazy_stack(
+                [self(td) for td in tensordict.tensordicts], tensordict.stack_dim
+            )
+        next_td = tensordict._get_str("next", None)
+        if (
+            self.keep_other
+            and self._flat
+            and type(tensordict) is TensorDict
+            and type(next_td) is TensorDict
+        ):
+            return self._flat_call(tensordict, next_td)
+        if self.keep_other:
+            out = tensordict.empty()
+            copy_excluding(tensordict, out, self.exclude_from_root)
+        else:
+            out = next_td.empty()
+            copy_selected(tensordict, out, self.keys_from_root)
+        if isinstance(next_td, LazyStackedTensorDict) and not isinstance(
+            out, LazyStackedTensorDict
+        ):
+            out = LazyStackedTensorDict.lazy_stack(
+                list(out.unbind(next_td.stack_dim)), next_td.stack_dim
+            )
+        copy_selected(next_td, out, self.keys_from_next)
+        return out
+
+    def _flat_call(self, tensordict: TensorDict, next_td: TensorDict) -> TensorDict:
+        source = tensordict._tensordict
+        entries = {}
+        for key, value in source.items():
+            if key in self.exclude_from_root:
+                continue
+            if _is_node(value):
+                value = value.copy()
+            entries[key] = value
+        next_entries = next_td._tensordict
+        for key in self._flat_next:
+            value = next_entries.get(key)
+            if value is not None:
+                entries[key] = value.copy() if _is_node(value) else value
+        return TensorDict._new_unsafe(
+            entries,
+            batch_size=tensordict.batch_size,
+            device=tensordict.device,
+            nested=False,
+        )
