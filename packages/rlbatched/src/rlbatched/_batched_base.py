@@ -1,0 +1,260 @@
+"""What SerialEnv and ParallelEnv share: arguments, metadata, specs, seeding and forwarding."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+from tensordict import LazyStackedTensorDict, TensorDictBase
+
+from rlcore import EnvBase
+
+from . import _td_fast
+
+SHARE_INDIVIDUAL_TD_ERROR = (
+    "share_individual_td must be set to None or True when using multi-task batched "
+    "environments (create_env_fn is a list of different callables), got False."
+)
+NUM_WORKERS_ERROR = "num_workers must be a positive integer, got {got}."
+NUM_FNS_ERROR = "create_env_fn has {got} callables but num_workers is {expected}."
+NUM_KWARGS_ERROR = "create_env_kwargs has {got} dicts but num_workers is {expected}."
+BATCH_ERROR = (
+    "Expected a tensordict with shape==env.batch_size, got {got} for a batched env of "
+    "batch size {expected} ({num_workers} workers): one entry per worker is needed."
+)
+NOT_STARTED_ERROR = (
+    "{cls} has no attribute {name!r}; sub-env attributes are forwarded only once the "
+    "env is started (call env.start() or env.reset() first)."
+)
+
+
+class _EnvMeta:
+    """What the batched env needs to know about one sub-env, read once at construction."""
+
+    __slots__ = ("batch_size", "device", "batch_locked", "output_spec", "input_spec")
+
+    def __init__(self, env: EnvBase):
+        self.batch_size = torch.Size(env.batch_size)
+        self.device = env.device
+        self.batch_locked = env.batch_locked
+        self.output_spec = env.output_spec.clone()
+        self.input_spec = env.input_spec.clone()
+
+    def same_specs(self, other: _EnvMeta) -> bool:
+        return (
+            self.batch_size == other.batch_size
+            and self.output_spec == other.output_spec
+            and self.input_spec == other.input_spec
+        )
+
+
+def _spec_keys(meta: _EnvMeta, *names: str) -> list:
+    keys = []
+    for name in names:
+        spec = meta.output_spec[name] if name in meta.output_spec.keys() else meta.input_spec[name]
+        keys += [key for key in spec.keys(True, True) if key not in keys]
+    return keys
+
+
+def step_function(
+    env: EnvBase, post_process: bool = True
+) -> Callable[[TensorDictBase], TensorDictBase]:
+    """``td -> next td`` for ``env``: ``env.step`` without nesting the result under "next".
+
+    When the env keeps EnvBase's ``step``, this calls its ``_step`` (and, if
+    ``post_process``, ``_step_proc_data``) hooks directly, which is what ``step`` does
+    minus merging into the input tensordict. A batched env of identical sub-envs skips
+    the post-processing: its own ``step`` runs it once on the stacked result.
+    """
+    if type(env).step is not EnvBase.step:
+        return lambda td: env.step(td).get("next")
+    if not post_process:
+        return env._step
+    inner, proc = env._step, env._step_proc_data
+    return lambda td: proc(inner(td))
+
+
+class BatchedEnvBase(EnvBase):
+    """Common machinery of :class:`SerialEnv` and :class:`ParallelEnv` (not used directly).
+
+    Examples:
+        >>> from rlbatched import SerialEnv
+        >>> isinstance(SerialEnv(2, make_env), BatchedEnvBase)  # doctest: +SKIP
+        True
+    """
+
+    def __init__(
+        self,
+        num_workers: int,
+        create_env_fn: Callable[..., EnvBase] | Sequence[Callable[..., EnvBase]],
+        create_env_kwargs: dict | Sequence[dict] | None = None,
+        share_individual_td: bool | None = None,
+        shared_memory: bool = True,
+        device: torch.device | str | int | None = None,
+        serial_for_single: bool = False,
+    ):
+        if num_workers < 1:
+            raise ValueError(NUM_WORKERS_ERROR.format(got=num_workers))
+        if callable(create_env_fn):
+            fns = [create_env_fn] * num_workers
+        else:
+            fns = list(create_env_fn)
+            if len(fns) != num_workers:
+                raise ValueError(NUM_FNS_ERROR.format(got=len(fns), expected=num_workers))
+        single_task = len({id(fn) for fn in fns}) == 1
+        if share_individual_td is False and not single_task:
+            raise ValueError(SHARE_INDIVIDUAL_TD_ERROR)
+        if create_env_kwargs is None:
+            kwargs = [{} for _ in range(num_workers)]
+        elif isinstance(create_env_kwargs, dict):
+            kwargs = [dict(create_env_kwargs) for _ in range(num_workers)]
+        else:
+            kwargs = [dict(kw) for kw in create_env_kwargs]
+            if len(kwargs) != num_workers:
+                raise ValueError(NUM_KWARGS_ERROR.format(got=len(kwargs), expected=num_workers))
+
+        metas = self._read_metadata(fns, kwargs)
+        meta = metas[0]
+        batch_size = torch.Size([num_workers, *meta.batch_size])
+        homogeneous = all(other is meta or meta.same_specs(other) for other in metas[1:])
+        out_device = torch.device(device) if device is not None else meta.device
+        super().__init__(device=out_device, batch_size=batch_size)
+
+        self.num_workers = num_workers
+        self.create_env_fn = fns
+        self.create_env_kwargs = kwargs
+        self.shared_memory = shared_memory
+        self.serial_for_single = serial_for_single
+        self._single_task = single_task
+        # one dense shared tensordict, or one per worker stacked lazily
+        self._lazy_stack = (not homogeneous) if share_individual_td is None else share_individual_td
+        self.share_individual_td = self._lazy_stack
+        self._env_device = meta.device
+        self._batch_locked = meta.batch_locked
+        self._metas = metas
+
+        if homogeneous:
+            output_spec = meta.output_spec.expand(batch_size)
+            input_spec = meta.input_spec.expand(batch_size)
+        else:
+            output_spec = torch.stack([m.output_spec for m in metas], 0)
+            input_spec = torch.stack([m.input_spec for m in metas], 0)
+        if out_device is not None and out_device != meta.device:
+            output_spec = output_spec.to(out_device)
+            input_spec = input_spec.to(out_device)
+        self.full_action_spec = input_spec["full_action_spec"]
+        self.full_state_spec = input_spec["full_state_spec"]
+        self.full_observation_spec = output_spec["full_observation_spec"]
+        self.full_reward_spec = output_spec["full_reward_spec"]
+        self.full_done_spec = output_spec["full_done_spec"]
+
+    @staticmethod
+    def _read_metadata(fns: list[Callable], kwargs: list[dict]) -> list[_EnvMeta]:
+        """Build each distinct sub-env once in this process and record its specs."""
+        seen: dict[int, _EnvMeta] = {}
+        metas = []
+        for fn, kw in zip(fns, kwargs):
+            if id(fn) not in seen:
+                seen[id(fn)] = _EnvMeta(fn(**kw))
+            metas.append(seen[id(fn)])
+        return metas
+
+    # ------------------------------------------------------------------ lifecycle
+    def start(self) -> None:
+        """Create the sub-envs (no-op when already started)."""
+        if not self._started():
+            self._start_workers()
+
+    def _started(self) -> bool:
+        raise NotImplementedError
+
+    def _start_workers(self) -> None:
+        raise NotImplementedError
+
+    def update_kwargs(self, kwargs: dict | Sequence[dict]) -> None:
+        """Update the keyword arguments given to ``create_env_fn`` at the next start."""
+        if isinstance(kwargs, dict):
+            for worker_kwargs in self.create_env_kwargs:
+                worker_kwargs.update(kwargs)
+        else:
+            kwargs = list(kwargs)
+            if len(kwargs) != self.num_workers:
+                raise ValueError(
+                    NUM_KWARGS_ERROR.format(got=len(kwargs), expected=self.num_workers)
+                )
+            for worker_kwargs, new in zip(self.create_env_kwargs, kwargs):
+                worker_kwargs.update(new)
+
+    def _set_seed(self, seed: int | None) -> None:
+        self.set_seed(seed)
+
+    # ------------------------------------------------------------------ helpers
+    def _check_batch(self, tensordict: TensorDictBase) -> None:
+        if tensordict.batch_size != self.batch_size:
+            raise RuntimeError(
+                BATCH_ERROR.format(
+                    got=tuple(tensordict.batch_size),
+                    expected=tuple(self.batch_size),
+                    num_workers=self.num_workers,
+                )
+            )
+
+    def _reset_masks(self, tensordict: TensorDictBase | None) -> dict | None:
+        """The ``_reset`` entries of ``tensordict`` (root and nested), or None for a full reset."""
+        if tensordict is None:
+            return None
+        masks = {}
+        for key in self.reset_keys:
+            mask = tensordict.get(key, None)
+            if mask is not None:
+                masks[key] = mask
+        return masks or None
+
+    def _workers_to_reset(self, masks: dict | None) -> list[bool]:
+        if masks is None:
+            return [True] * self.num_workers
+        needs = None
+        for mask in masks.values():
+            per_worker = mask.flatten(1).any(-1) if mask.dim() > 1 else mask
+            needs = per_worker if needs is None else needs | per_worker
+        return needs.tolist()
+
+    def _reset_output_keys(self, index: int) -> list:
+        """Keys a reset of worker ``index`` returns: observations, done flags and state."""
+        return _spec_keys(
+            self._metas[index], "full_observation_spec", "full_done_spec", "full_state_spec"
+        )
+
+    def _input_keys(self, index: int) -> list:
+        """Keys a step of worker ``index`` reads: actions, state and observations."""
+        return _spec_keys(
+            self._metas[index], "full_action_spec", "full_state_spec", "full_observation_spec"
+        )
+
+    def _stack(self, tds: list[TensorDictBase]) -> TensorDictBase:
+        if self._lazy_stack:
+            return LazyStackedTensorDict(*tds, stack_dim=0)
+        return _td_fast.stack(tds)
+
+    # ------------------------------------------------------------------ forwarding
+    def _forward_attr(self, name: str) -> Any:
+        raise NotImplementedError
+
+    def __getattr__(self, name: str) -> Any:
+        try:
+            return super().__getattr__(name)
+        except AttributeError:
+            if name.startswith("_") or "_metas" not in self.__dict__:
+                raise
+            if not self._started():
+                raise AttributeError(
+                    NOT_STARTED_ERROR.format(cls=type(self).__name__, name=name)
+                ) from None
+        return self._forward_attr(name)
+
+    def __repr__(self) -> str:
+        return (
+            f"{type(self).__name__}(num_workers={self.num_workers}, "
+            f"batch_size={tuple(self.batch_size)}, device={self.device})"
+        )

@@ -1,0 +1,88 @@
+"""Envs that only the rlbatched tests need: failing, hanging, extra-key and differentiable ones."""
+
+from __future__ import annotations
+
+import time
+
+import torch
+from tensordict import TensorDict, TensorDictBase
+
+from rlcore import EnvBase
+from rlmocks import CountingEnv
+from rlspecs import Composite, Unbounded
+
+
+class FailingCountingEnv(CountingEnv):
+    """A CountingEnv whose ``_step`` or ``_reset`` raises ValueError when asked to."""
+
+    def __init__(self, fail_on: str | None = None, **kwargs):
+        super().__init__(**kwargs)
+        self.fail_on = fail_on
+
+    def _step(self, tensordict: TensorDictBase) -> TensorDictBase:
+        if self.fail_on == "step":
+            raise ValueError("boom in _step")
+        return super()._step(tensordict)
+
+    def _reset(self, tensordict: TensorDictBase | None = None, **kwargs) -> TensorDictBase:
+        if self.fail_on == "reset":
+            raise ValueError("boom in _reset")
+        return super()._reset(tensordict, **kwargs)
+
+
+class HangingCountingEnv(CountingEnv):
+    """A CountingEnv whose ``_step`` sleeps for an hour when ``hang`` is set."""
+
+    def __init__(self, hang: bool = False, **kwargs):
+        super().__init__(**kwargs)
+        self.hang = hang
+
+    def _step(self, tensordict: TensorDictBase) -> TensorDictBase:
+        if self.hang:
+            time.sleep(3600)
+        return super()._step(tensordict)
+
+
+class ExtraObsCountingEnv(CountingEnv):
+    """A CountingEnv with one more observation, ``"extra"`` (ones of shape (2,))."""
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        spec = self.full_observation_spec.clone()
+        spec["extra"] = Unbounded(shape=(*self.batch_size, 2), device=self.device)
+        self.full_observation_spec = spec
+
+    def _extra(self) -> torch.Tensor:
+        return torch.ones((*self.batch_size, 2), device=self.device)
+
+    def _step(self, tensordict: TensorDictBase) -> TensorDictBase:
+        return super()._step(tensordict).set("extra", self._extra())
+
+    def _reset(self, tensordict: TensorDictBase | None = None, **kwargs) -> TensorDictBase:
+        return super()._reset(tensordict, **kwargs).set("extra", self._extra())
+
+
+class DifferentiableEnv(EnvBase):
+    """An env whose observations carry gradients from the actions (seed's test_backprop)."""
+
+    def __init__(self, seed: int = 0, device: str = "cpu"):
+        super().__init__(device=device)
+        self.observation_spec = Composite(observation=Unbounded(3, device=device), device=device)
+        self.action_spec = Composite(action=Unbounded(3, device=device), device=device)
+        self.reward_spec = Composite(reward=Unbounded(1, device=device), device=device)
+        self.seed = seed
+
+    def _set_seed(self, seed: int | None) -> None:
+        self.seed = seed
+
+    def _reset(self, tensordict: TensorDictBase | None = None, **kwargs) -> TensorDictBase:
+        td = self.observation_spec.zero().update(self.full_done_spec.zero())
+        td["observation"] = (td["observation"].clone() + self.seed % 10).requires_grad_()
+        return td
+
+    def _step(self, tensordict: TensorDictBase) -> TensorDictBase:
+        action = tensordict.get("action")
+        obs = (tensordict.get("observation") + action) / action.norm()
+        return TensorDict(
+            {"reward": action.sum().unsqueeze(0), **self.full_done_spec.zero(), "observation": obs}
+        )

@@ -1,0 +1,185 @@
+"""Reliability of ParallelEnv's workers: errors, deaths, hangs, leaks, shutdown."""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import re
+import signal
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import torch
+from batched_test_envs import FailingCountingEnv, HangingCountingEnv
+from tensordict import TensorDict
+
+from rlbatched import ParallelEnv
+from rlbatched._workers import WORKER_DIED_ERROR, WORKER_HANG_ERROR, WORKER_RAISED_ERROR
+from rlmocks import CountingEnv
+
+
+def _action(env):
+    return TensorDict(
+        {"action": torch.ones(*env.batch_size, 1, dtype=torch.int8)}, batch_size=env.batch_size
+    )
+
+
+@pytest.mark.parametrize("phase", ["step", "reset"])
+def test_worker_exception_names_worker_and_keeps_original(make_fork, phase):
+    """An exception in a sub-env's _step/_reset is re-raised with its type, message and traceback."""
+    env = make_fork(2, FailingCountingEnv, create_env_kwargs=[{}, {"fail_on": phase}])
+    env.start()
+    with pytest.raises(
+        ValueError,
+        match=re.escape(f"ParallelEnv worker 1 raised ValueError during {phase}: boom in _{phase}"),
+    ) as info:
+        env.step(_action(env)) if phase == "step" else env.reset()
+    text = str(info.value)
+    assert "Worker traceback:" in text and f"in _{phase}" in text
+    assert isinstance(info.value.__cause__, ValueError)
+    assert not env.is_closed  # the other worker answered: the env stays usable
+    env.close()
+    assert env.is_closed
+    assert "{type_name}" in WORKER_RAISED_ERROR
+
+
+def test_worker_exception_under_spawn(make_kind):
+    """The same error path works when the worker was started by spawn."""
+    env = make_kind("spawn", 2, FailingCountingEnv, create_env_kwargs=[{}, {"fail_on": "reset"}])
+    with pytest.raises(
+        ValueError, match=re.escape("ParallelEnv worker 1 raised ValueError during reset")
+    ):
+        env.reset()
+    env.close()
+
+
+def test_exception_while_building_env_is_raised_at_start(make_fork):
+    """A sub-env that cannot be built makes start() raise, naming the worker, and leaves the env closed."""
+    calls = []
+
+    def make(**kwargs):
+        calls.append(1)
+        if len(calls) > 1:  # the first build is the metadata one, in this process
+            raise KeyError("no such task")
+        return CountingEnv()
+
+    env = make_fork(1, make)
+    with pytest.raises(
+        KeyError, match=re.escape("ParallelEnv worker 0 raised KeyError during start")
+    ):
+        env.start()
+    assert env.is_closed
+
+
+def test_killed_worker_raises_runtime_error(make_fork):
+    """A worker killed with SIGKILL surfaces as RuntimeError naming it; the env reopens on reset."""
+    env = make_fork(2, CountingEnv)
+    env.reset()
+    pid = env._workers[1].pid
+    os.kill(pid, signal.SIGKILL)
+    with pytest.raises(
+        RuntimeError,
+        match=re.escape(f"ParallelEnv worker 1 (pid {pid}) died unexpectedly during step"),
+    ):
+        env.step(_action(env))
+    assert env.is_closed
+    env.close()
+    assert env.reset().shape == (2,)
+    assert "{exitcode}" in WORKER_DIED_ERROR
+
+
+def test_hanging_worker_raises_after_timeout(make_fork):
+    """A worker that does not answer within worker_timeout raises RuntimeError, never hangs."""
+    env = make_fork(
+        2, HangingCountingEnv, create_env_kwargs=[{}, {"hang": True}], worker_timeout=1.0
+    )
+    env.reset()
+    pid = env._workers[1].pid
+    with pytest.raises(
+        RuntimeError,
+        match=re.escape(f"ParallelEnv worker 1 (pid {pid}) did not answer within 1 s during step"),
+    ):
+        env.step(_action(env))
+    assert env.is_closed
+    assert not any(p.pid == pid for p in multiprocessing.active_children())
+    assert "worker_timeout" in WORKER_HANG_ERROR
+
+
+def _resources():
+    children = len(multiprocessing.active_children())
+    fds = len(os.listdir("/proc/self/fd"))
+    shm = len(os.listdir("/dev/shm")) if os.path.isdir("/dev/shm") else 0
+    return children, fds, shm
+
+
+def test_create_rollout_close_cycles_leak_nothing():
+    """Many create/rollout/close cycles leave no child process, fd or shared-memory segment."""
+
+    def cycle():
+        env = ParallelEnv(2, CountingEnv, mp_start_method="fork")
+        env.rollout(3)
+        env.close()
+
+    cycle()  # warm-up: lazily created singletons (resource sharer, ...)
+    before = _resources()
+    for _ in range(5):
+        cycle()
+    assert _resources() == before
+
+
+def test_garbage_collected_env_stops_its_workers():
+    """Dropping an open env without close() stops its workers and gives threads back."""
+    import gc
+
+    threads = torch.get_num_threads()
+    env = ParallelEnv(2, CountingEnv, mp_start_method="fork")
+    env.reset()
+    pids = [p.pid for p in env._workers]
+    del env
+    gc.collect()
+    assert not any(p.pid in pids for p in multiprocessing.active_children())
+    assert torch.get_num_threads() == threads
+
+
+def test_interpreter_exits_cleanly_with_open_env():
+    """A script that leaves a ParallelEnv open exits with status 0 and no traceback."""
+    script = textwrap.dedent(
+        """
+        from rlbatched import ParallelEnv
+        from rlmocks import CountingEnv
+        if __name__ == "__main__":
+            env = ParallelEnv(2, CountingEnv, mp_start_method="fork")
+            env.rollout(2)
+            print("done")
+        """
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "done"
+    assert "Traceback" not in proc.stderr
+
+
+class _TwoArgError(Exception):
+    def __init__(self, a, b):
+        super().__init__(a, b)
+
+
+def test_worker_error_falls_back_to_runtime_error():
+    """An exception type that cannot be rebuilt from a message becomes RuntimeError, cause kept."""
+    import pickle
+
+    from rlbatched._workers import worker_error
+
+    original = _TwoArgError(1, 2)
+    err = worker_error(
+        3, "step", ("_TwoArgError", "(1, 2)", "Traceback...", pickle.dumps(original))
+    )
+    assert type(err) is RuntimeError
+    assert str(err).startswith("ParallelEnv worker 3 raised _TwoArgError during step: (1, 2)")
+    assert isinstance(err.__cause__, _TwoArgError)
+    err = worker_error(0, "reset", ("KeyError", "'x'", "tb", None))
+    assert type(err) is RuntimeError and "worker 0 raised KeyError during reset" in str(err)
