@@ -42,7 +42,7 @@ TEST_EXTRAS = {"rllibs": "[all]", "rlcollectors": "[progress]"}
 TEST_LOCAL_DEPS = {
     "rlbatched": ["rlmocks"],
     "rllibs": ["rlbatched", "rlmocks"],
-    "rlcollectors": ["rlmocks", "rlmodules"],
+    "rlcollectors": ["rlbatched", "rlmocks", "rlmodules"],
 }
 TEST_TOOLS = ["pytest>=8", "hypothesis>=6", "pytest-timeout>=2.3"]
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib.util
 
 import torch
+
 from rlbatched import ParallelEnv, SerialEnv
 from rlcore.transforms import (
     Compose,

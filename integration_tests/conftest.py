@@ -55,6 +55,8 @@ def maybe_fork_ParallelEnv(request):  # noqa: N802  (seed name)
 def _silence_known_warnings():
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message="Lazy modules are a new feature")
-        warnings.filterwarnings("ignore", message="Couldn't cast the policy onto the desired device")
+        warnings.filterwarnings(
+            "ignore", message="Couldn't cast the policy onto the desired device"
+        )
         warnings.filterwarnings("ignore", category=DeprecationWarning)
         yield
