@@ -13,6 +13,7 @@ from torch import nn
 
 from rlcore import EnvBase
 from rlcore.transforms import StepCounter, TransformedEnv
+from rlspecs import parse_device
 
 from ._split import TRAJ_IDS, split_trajectories
 
@@ -28,16 +29,6 @@ _MISSING_TQDM = (
 )
 
 Policy = Callable[[TensorDictBase], TensorDictBase]
-
-
-def _as_device(device: torch.device | str | int | None) -> torch.device | None:
-    if device is None:
-        return None
-    device = torch.device(device)
-    if device.type == "cuda" and device.index is None and torch.cuda.is_available():
-        # "cuda" and "cuda:0" must compare equal when deciding whether to cast
-        device = torch.device("cuda", torch.cuda.current_device())
-    return device
 
 
 def _on_device(module: nn.Module, device: torch.device) -> bool:
@@ -113,7 +104,7 @@ class SyncDataCollector:
         if not isinstance(frames_per_batch, int) or frames_per_batch <= 0:
             raise ValueError(_BAD_FRAMES_PER_BATCH.format(frames=frames_per_batch))
         env = self._make_env(create_env_fn, create_env_kwargs)
-        env_device = _as_device(env_device if env_device is not None else device)
+        env_device = parse_device(env_device if env_device is not None else device)
         if env_device is not None:
             env = env.to(env_device)
         if max_frames_per_traj is not None:
@@ -135,8 +126,8 @@ class SyncDataCollector:
         self._time_dim = env.batch_dims
 
         self.env_device = env.device
-        self.policy_device = _as_device(policy_device if policy_device is not None else device)
-        self.storing_device = _as_device(
+        self.policy_device = parse_device(policy_device if policy_device is not None else device)
+        self.storing_device = parse_device(
             storing_device if storing_device is not None else device
         ) or (self.env_device or torch.device("cpu"))
         self._to_storage = self.env_device != self.storing_device

@@ -14,7 +14,7 @@ from rlcore._done_plan import complete_done, done_levels, merge_reset
 from rlcore._env_specs import EnvSpecsMixin
 from rlcore._rollout import run_rollout
 from rlcore._step_mdp import StepMDP
-from rlspecs import Composite
+from rlspecs import Composite, parse_device
 
 __all__ = ["EnvBase"]
 
@@ -131,7 +131,7 @@ class EnvBase(EnvSpecsMixin, nn.Module):
         super().__init__()
         state = self.__dict__
         if device is not None:
-            state["_device"] = _as_device(device)
+            state["_device"] = parse_device(device)
         if batch_size is not None:
             state["_batch_size"] = torch.Size(batch_size)
         state["_run_type_checks"] = run_type_checks
@@ -175,7 +175,7 @@ class EnvBase(EnvSpecsMixin, nn.Module):
 
     @device.setter
     def device(self, value: torch.device | str | int | None) -> None:
-        self.__dict__["_device"] = _as_device(value)
+        self.__dict__["_device"] = parse_device(value)
         self.empty_cache()
 
     @property
@@ -536,7 +536,7 @@ class EnvBase(EnvSpecsMixin, nn.Module):
 
     def to(self, device: torch.device | str | int) -> EnvBase:
         """Moves the specs, parameters and buffers to ``device``."""
-        device = _as_device(device)
+        device = parse_device(device)
         if device == self.device:
             return self
         state = self.__dict__
@@ -568,15 +568,6 @@ class EnvBase(EnvSpecsMixin, nn.Module):
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(batch_size={self.batch_size}, device={self.device})"
-
-
-def _as_device(device: Any) -> torch.device | None:
-    if device is None:
-        return None
-    device = torch.device(device)
-    if device.type == "cuda" and device.index is None and torch.cuda.is_available():
-        device = torch.device("cuda", torch.cuda.current_device())
-    return device
 
 
 def _set_next(tensordict: TensorDictBase, next_td: TensorDictBase) -> None:
