@@ -33,6 +33,7 @@ nox.options.sessions = [
     "rllibs",
     "rlmodules",
     "rlcollectors",
+    "downstream",
     "integration",
     "docs",
 ]
@@ -103,7 +104,20 @@ def integration(session: nox.Session) -> None:
     """Every package with its extras; the cross-package suite in integration_tests/."""
     _install_local(session, _local_packages(), {"rllibs": "[all]"})
     session.install(*CONSTRAINTS, *TEST_TOOLS, "pytest-rerunfailures>=14", "pyyaml", "packaging")
+    # Workers start with spawn by default; the second run gives the seed's ParallelEnv fixture
+    # the fork start method, so both are exercised (see ../shared/spec/MOCKS.md, conftest).
     session.run("pytest", "integration_tests", "-q", *session.posargs)
+    session.run(
+        "pytest", "integration_tests/test_env.py", "-q", "--mp_fork_if_no_cuda", *session.posargs
+    )
+
+
+@nox.session(python=PYTHON)
+def downstream(session: nox.Session) -> None:
+    """A downstream project's tests, with only rlspecs, rlcore and rlmocks installed."""
+    _install_local(session, ["rlmocks"], {})
+    session.install(*CONSTRAINTS, "pytest>=8")
+    session.run("pytest", "integration_tests/downstream", "-q", *session.posargs)
 
 
 @nox.session(python=PYTHON)
