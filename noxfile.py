@@ -116,7 +116,7 @@ def integration(session: nox.Session) -> None:
 def downstream(session: nox.Session) -> None:
     """A downstream project's tests, with only rlspecs, rlcore and rlmocks installed."""
     _install_local(session, ["rlmocks"], {})
-    session.install(*CONSTRAINTS, "pytest>=8")
+    session.install(*CONSTRAINTS, *TEST_TOOLS)
     session.run("pytest", "integration_tests/downstream", "-q", *session.posargs)
 
 

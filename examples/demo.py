@@ -5,7 +5,7 @@ the environment in worker processes for ``--steps`` batched steps; finished epis
 in place. The table at the end gives frames per second, episodes finished and their mean return.
 
     python examples/demo.py                       # Pendulum-v1, 4 workers
-    python examples/demo.py --env halfcheetah     # MuJoCo HalfCheetah-v4
+    python examples/demo.py --env halfcheetah     # MuJoCo HalfCheetah-v5
     python examples/demo.py --env humanoid        # dm_control humanoid walk
 """
 
@@ -16,13 +16,14 @@ import functools
 import time
 
 import torch
+from tqdm import tqdm
+
 from rlbatched import ParallelEnv
 from rlcore import EnvCreator
 from rlcore.transforms import CatTensors, Compose, DoubleToFloat, RewardSum, TransformedEnv
 from rllibs import DMControlEnv, GymEnv
-from tqdm import tqdm
 
-ENVS = {"pendulum": "Pendulum-v1", "halfcheetah": "HalfCheetah-v4", "humanoid": "humanoid/walk"}
+ENVS = {"pendulum": "Pendulum-v1", "halfcheetah": "HalfCheetah-v5", "humanoid": "humanoid/walk"}
 
 
 def make_env(name: str):
@@ -59,12 +60,17 @@ def make_policy(kind: str, env):
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--env", choices=sorted(ENVS), default="pendulum")
-    parser.add_argument("--workers", type=int, default=4, help="worker processes")
-    parser.add_argument("--steps", type=int, default=2000, help="batched steps to run")
-    parser.add_argument("--policy", choices=["random", "mlp"], default="random")
-    parser.add_argument("--start-method", choices=["spawn", "fork", "forkserver"], default=None)
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--env", choices=sorted(ENVS), default="pendulum", help="the environment")
+    parser.add_argument("--workers", type=int, default=4, help="worker processes (default 4)")
+    parser.add_argument("--steps", type=int, default=2000, help="batched steps (default 2000)")
+    parser.add_argument("--policy", choices=["random", "mlp"], default="random", help="the policy")
+    parser.add_argument(
+        "--start-method",
+        choices=["spawn", "fork", "forkserver"],
+        default=None,
+        help="how worker processes start (default: ParallelEnv's, spawn)",
+    )
+    parser.add_argument("--seed", type=int, default=0, help="seed of the envs and the policy")
     args = parser.parse_args(argv)
 
     torch.manual_seed(args.seed)
