@@ -2,14 +2,23 @@
 
 from __future__ import annotations
 
+import functools
 import time
 
 import torch
 from tensordict import TensorDict, TensorDictBase
 
+from rlbatched import ParallelEnv, SerialEnv
 from rlcore import EnvBase
 from rlmocks import CountingEnv
 from rlspecs import Composite, Unbounded
+
+# Batched-env constructors by name; the fixtures in conftest.py build envs through these.
+FACTORIES = {
+    "serial": SerialEnv,
+    "fork": functools.partial(ParallelEnv, mp_start_method="fork"),
+    "spawn": functools.partial(ParallelEnv, mp_start_method="spawn"),
+}
 
 
 class FailingCountingEnv(CountingEnv):

@@ -5,14 +5,7 @@ from __future__ import annotations
 import functools
 
 import pytest
-
-from rlbatched import ParallelEnv, SerialEnv
-
-FACTORIES = {
-    "serial": SerialEnv,
-    "fork": functools.partial(ParallelEnv, mp_start_method="fork"),
-    "spawn": functools.partial(ParallelEnv, mp_start_method="spawn"),
-}
+from batched_test_envs import FACTORIES
 
 
 @pytest.fixture

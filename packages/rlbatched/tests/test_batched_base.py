@@ -6,7 +6,7 @@ import re
 
 import pytest
 import torch
-from batched_test_envs import ExtraObsCountingEnv
+from batched_test_envs import FACTORIES, ExtraObsCountingEnv
 from tensordict import LazyStackedTensorDict, TensorDict, dense_stack_tds
 
 from rlbatched import ParallelEnv, SerialEnv
@@ -125,8 +125,6 @@ def test_multi_task_keys_only_where_present(make_batched):
 @pytest.mark.parametrize("kind", ["serial", "fork"])
 def test_share_individual_td_false_rejected_for_multi_task(kind):
     """share_individual_td=False with different tasks raises ValueError."""
-    from conftest import FACTORIES
-
     with pytest.raises(ValueError, match=re.escape(SHARE_INDIVIDUAL_TD_ERROR)):
         FACTORIES[kind](2, [CountingEnv, ExtraObsCountingEnv], share_individual_td=False)
     assert SHARE_INDIVIDUAL_TD_ERROR.startswith("share_individual_td must be set to None")
@@ -326,8 +324,6 @@ def test_serial_for_single():
 @pytest.mark.parametrize("kind", ["serial", "fork"])
 def test_argument_errors_name_the_mismatch(kind):
     """Worker counts, callables and kwargs that do not agree raise ValueError saying so."""
-    from conftest import FACTORIES
-
     make = FACTORIES[kind]
     with pytest.raises(ValueError, match=re.escape(NUM_WORKERS_ERROR.format(got=0))):
         make(0, CountingEnv)

@@ -281,7 +281,42 @@ class EnvBase(EnvSpecsMixin, nn.Module):
         _set_next(tensordict, next_td)
         return tensordict
 
+    @property
+    def _complete_step_keys(self) -> list | tuple:
+        """``[(key, shape)]`` of every reward and done leaf when all sit at the root, else ``()``.
+
+        A plain step output holding each of these with exactly that shape needs neither
+        reward reshaping nor done completion (see ``_step_proc_data``). The cache would
+        recompute a None on every call, hence the empty tuple.
+        """
+
+        def plan() -> list | tuple:
+            levels = self._done_levels
+            if any(level.prefix for level in levels) or any(
+                type(key) is not str for key, _ in self._reward_shapes
+            ):
+                return ()
+            keys = list(self._reward_shapes)
+            for level in levels:
+                keys.extend(zip(level.names, level.shapes))
+            return keys
+
+        return self._cache_get("complete_step_keys", plan)
+
     def _step_proc_data(self, next_td: TensorDictBase) -> TensorDictBase:
+        keys = self._complete_step_keys if self._batch_locked else None
+        if keys and type(next_td) is TensorDict:
+            # fast path: every reward and done leaf is already there with its spec shape, so
+            # the general path below would change nothing (it only reshapes or fills leaves)
+            entries = next_td._tensordict
+            for key, shape in keys:
+                value = entries.get(key)
+                if not isinstance(value, torch.Tensor) or value.shape != shape:
+                    break
+            else:
+                if self.__dict__["_run_type_checks"]:
+                    self._type_check(next_td)
+                return next_td
         leading = self._leading_dims(next_td) if not self._batch_locked else _NO_DIMS
         plain = type(next_td) is TensorDict
         for key, shape in self._reward_shapes:
