@@ -36,6 +36,7 @@ nox.options.sessions = [
     "downstream",
     "integration",
     "docs",
+    "bench_smoke",
 ]
 
 # Extras a package's own tests need, and our packages its tests use without depending on them.
@@ -143,6 +144,31 @@ def docs(session: nox.Session) -> None:
     session.run(
         "pytest", str(ROOT / "docs"), "-q", "-p", "no:cacheprovider", *session.posargs, env=env
     )
+
+
+def _bench_install(session: nox.Session) -> None:
+    # torchrl (pinned with its tensordict in constraints.txt) runs beside ours in one process;
+    # envpool is optional: pip's exit code 1 (no wheel here) leaves its column out.
+    _install_local(session, ["rlbatched", "rllibs"], {"rllibs": "[gym]"})
+    session.install(*CONSTRAINTS, "torchrl", "matplotlib")
+    session.run_install(
+        "python", "-m", "pip", "install", *CONSTRAINTS, "envpool", success_codes=[0, 1]
+    )
+
+
+@nox.session(python=PYTHON, default=False)
+def bench(session: nox.Session) -> None:
+    """Side-by-side benchmarks vs torchrl and gymnasium; writes benchmarks/results/."""
+    _bench_install(session)
+    session.run("python", str(ROOT / "benchmarks" / "run.py"), *session.posargs)
+
+
+@nox.session(python=PYTHON)
+def bench_smoke(session: nox.Session) -> None:
+    """Every benchmark case with tiny counts (times mean nothing); results go to a temp dir."""
+    _bench_install(session)
+    out = session.create_tmp()
+    session.run("python", str(ROOT / "benchmarks" / "run.py"), "--quick", "--out", out)
 
 
 @nox.session(python=PYTHON, default=False)

@@ -1,0 +1,236 @@
+"""Every benchmark side by side: our stack vs torchrl 0.14 vs gymnasium (vs envpool if installed).
+
+Six cases, each measured in this one process: (1) counting-env rollout, (2) GymEnv rollout,
+(3) SerialEnv / ParallelEnv, (4) step_mdp, (5) main-process memory over ParallelEnv steps,
+(6) spawn start-up. Medians of interleaved repetitions; ratios are other / ours. Writes
+``benchmarks/results/latest.md`` and ``benchmarks/results/ratios.png``.
+
+    python benchmarks/run.py            # full run (several minutes on an idle machine)
+    python benchmarks/run.py --quick    # smoke run for CI: small counts, times not checked
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import importlib.util
+import pathlib
+import sys
+import time
+import warnings
+from collections.abc import Callable
+
+import bench_batched
+import bench_gym
+import bench_memory
+import bench_rlcore
+import bench_startup
+import bench_step_mdp
+import numpy as np
+import torch
+from _harness import Row, Target, closing_all, machine_info, markdown, median_per_unit, ratio_chart
+
+RESULTS = pathlib.Path(__file__).parent / "results"
+HAS_TORCHRL = importlib.util.find_spec("torchrl") is not None
+HAS_ENVPOOL = importlib.util.find_spec("envpool") is not None
+TITLE = "Benchmarks: ours vs torchrl vs gymnasium"
+
+
+def _rollout(env, steps: int) -> None:
+    env.rollout(steps, break_when_any_done=False)
+
+
+def _gym_vector_loop(envs, steps: int) -> None:
+    step, sample = envs.step, envs.action_space.sample
+    for _ in range(steps):
+        step(sample())
+
+
+def _envpool_loop(env, num_envs: int, steps: int) -> None:
+    rng = np.random.default_rng(0)
+    for _ in range(steps):
+        env.step(rng.uniform(-2.0, 2.0, (num_envs, 1)).astype(np.float32))
+
+
+def case_counting(quick: bool) -> list[Row]:
+    """(1) Rollout of the counting env, batch () and (64,): µs per step."""
+    import rlcore
+    import rlspecs
+
+    steps, repeats = (50, 3) if quick else (2000, 7)
+    classes = {"ours": bench_rlcore.make_counting_env(rlcore.EnvBase, rlspecs)}
+    if HAS_TORCHRL:
+        import torchrl.data
+        import torchrl.envs
+
+        classes["torchrl"] = bench_rlcore.make_counting_env(torchrl.envs.EnvBase, torchrl.data)
+    rows = []
+    for batch in ((), (64,)):
+        runs = {
+            name: functools.partial(cls(batch_size=batch).rollout, steps)
+            for name, cls in classes.items()
+        }
+        values = {k: v * 1e6 for k, v in median_per_unit(runs, steps, repeats).items()}
+        target = Target("torchrl / ours ≥ 4", lambda v: v["torchrl"] >= 4 * v["ours"])
+        rows.append(
+            Row(f"1. counting env rollout, batch {batch}", "µs/step", values, target=target)
+        )
+    return rows
+
+
+def case_gym(quick: bool) -> list[Row]:
+    """(2) GymEnv rollout vs torchrl's GymEnv vs the raw gymnasium loop: µs per step."""
+    steps, repeats = (50, 3) if quick else (2000, 7)
+    rows = []
+    for name in ("Pendulum-v1", "CartPole-v1"):
+        runs = {"ours": bench_gym.ours(name, steps), "gymnasium": bench_gym.raw_loop(name, steps)}
+        theirs = bench_gym.torchrl_env(name, steps)
+        if theirs is not None:
+            runs["torchrl"] = theirs
+        values = {k: v * 1e6 for k, v in median_per_unit(runs, steps, repeats).items()}
+        target = Target("ours ≤ 4 × gymnasium", lambda v: v["ours"] <= 4 * v["gymnasium"])
+        rows.append(
+            Row(
+                f"2. GymEnv({name}) rollout",
+                "µs/step",
+                values,
+                notes={"gymnasium": "raw loop"},
+                target=target,
+            )
+        )
+    return rows
+
+
+def _batched_makers(parallel: bool, env: str, workers: int) -> dict:
+    """Constructors of the batched env of each stack (the environments are in bench_batched)."""
+    import gymnasium as gym
+
+    from rlbatched import ParallelEnv, SerialEnv
+
+    ours_fn = getattr(bench_batched, f"ours_{env}")
+    gym_fns = [getattr(bench_batched, f"gym_{env}")] * workers
+    if parallel:
+        makers = {
+            "ours": lambda: ParallelEnv(workers, ours_fn, mp_start_method="fork"),
+            "gymnasium": lambda: gym.vector.AsyncVectorEnv(gym_fns, context="fork"),
+        }
+    else:
+        makers = {
+            "ours": lambda: SerialEnv(workers, ours_fn),
+            "gymnasium": lambda: gym.vector.SyncVectorEnv(gym_fns),
+        }
+    if HAS_TORCHRL:
+        import torchrl.envs
+
+        their_fn = getattr(bench_batched, f"torchrl_{env}")
+        cls = torchrl.envs.ParallelEnv if parallel else torchrl.envs.SerialEnv
+        kwargs = {"mp_start_method": "fork"} if parallel else {}
+        makers["torchrl"] = lambda: cls(workers, their_fn, **kwargs)
+    if HAS_ENVPOOL and env == "pendulum":
+        import envpool
+
+        threads = workers if parallel else 1
+        makers["envpool"] = lambda: envpool.make_gymnasium(
+            "Pendulum-v1", num_envs=workers, num_threads=threads
+        )
+    return makers
+
+
+def case_batched(quick: bool) -> list[Row]:
+    """(3) SerialEnv / ParallelEnv x {2, 4} workers x {Pendulum, trivial}: µs per batched step."""
+    steps, repeats = (20, 2) if quick else (500, 5)
+    rows = []
+    for parallel in (False, True):
+        kind = "ParallelEnv" if parallel else "SerialEnv"
+        for env_name in ("pendulum", "trivial"):
+            for workers in (2, 4):
+                with closing_all() as opened:
+                    runs = {}
+                    for stack, make in _batched_makers(parallel, env_name, workers).items():
+                        env = make()
+                        opened.append(env)
+                        if stack == "gymnasium":
+                            env.reset(seed=0)
+                            runs[stack] = functools.partial(_gym_vector_loop, env, steps)
+                        elif stack == "envpool":
+                            env.reset()
+                            runs[stack] = functools.partial(_envpool_loop, env, workers, steps)
+                        else:
+                            env.set_seed(0)
+                            runs[stack] = functools.partial(_rollout, env, steps)
+                    values = median_per_unit(runs, steps, repeats)
+                values = {k: v * 1e6 for k, v in values.items()}
+                target = None
+                if parallel and env_name == "pendulum" and workers == 2:
+                    target = Target(
+                        "ours ≤ AsyncVectorEnv and torchrl / ours ≥ 4",
+                        lambda v: v["ours"] <= v["gymnasium"] and v["torchrl"] >= 4 * v["ours"],
+                    )
+                gym_kind = "AsyncVectorEnv" if parallel else "SyncVectorEnv"
+                notes = {"gymnasium": gym_kind, "envpool": f"{workers if parallel else 1} thr"}
+                case = f"3. {kind}({workers}, {env_name.capitalize()})"
+                rows.append(Row(case, "µs/batched step", values, notes=notes, target=target))
+    return rows
+
+
+def _no_section(case: Callable[[bool], list[Row]]) -> Callable[[bool], tuple[list[Row], list]]:
+    return lambda quick: (case(quick), [])
+
+
+# number -> (label, case(quick) -> (rows, extra Markdown lines))
+CASES = {
+    "1": ("counting env", _no_section(case_counting)),
+    "2": ("GymEnv", _no_section(case_gym)),
+    "3": ("batched envs", _no_section(case_batched)),
+    "4": ("step_mdp", _no_section(bench_step_mdp.rows)),
+    "5": ("memory", bench_memory.measure),
+    "6": ("spawn start-up", _no_section(bench_startup.rows)),
+}
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="small counts: a smoke run for CI")
+    parser.add_argument(
+        "--out", type=pathlib.Path, default=RESULTS, help="folder for latest.md and ratios.png"
+    )
+    parser.add_argument(
+        "--cases", default="123456", help="which cases to run, as digits (default 123456)"
+    )
+    args = parser.parse_args(argv)
+    warnings.filterwarnings("ignore")
+    torch.set_num_threads(1)
+
+    info = machine_info()
+    given = sys.argv[1:] if argv is None else argv
+    info["command"] = " ".join(["python benchmarks/run.py", *given])
+    info["mode"] = (
+        "quick (smoke run: counts too small for meaningful times)" if args.quick else "full"
+    )
+    rows: list[Row] = []
+    extra: list[str] = []
+    started = time.perf_counter()
+    for number, (label, case) in CASES.items():
+        if number not in args.cases:
+            continue
+        t0 = time.perf_counter()
+        print(f"[bench] {number}. {label} ...", file=sys.stderr, flush=True)
+        case_rows, section = case(args.quick)
+        rows += case_rows
+        extra += section
+        print(f"[bench] {number}. {label}: {time.perf_counter() - t0:.1f} s", file=sys.stderr)
+    info["total run time"] = f"{time.perf_counter() - started:.0f} s"
+
+    report = markdown(TITLE, info, rows, extra)
+    print(report)
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "latest.md").write_text(report)
+    chart = args.out / "ratios.png"
+    if ratio_chart(rows, str(chart), f"{TITLE} ({info['mode'].split()[0]})"):
+        print(f"wrote {args.out / 'latest.md'} and {chart}")
+    else:
+        print(f"wrote {args.out / 'latest.md'} (matplotlib not installed: no chart)")
+
+
+if __name__ == "__main__":
+    main()
