@@ -19,11 +19,11 @@ import cloudpickle
 import torch
 from tensordict import LazyStackedTensorDict, TensorDictBase
 
-from rlcore import EnvBase
+from rlcore import CloudpickleBox, EnvBase
 
 from ._batched_base import BatchedEnvBase, step_function
 from ._serial import SerialEnv
-from ._shared import CloudpickleBox, SharedLayout
+from ._shared import SharedLayout
 from ._td_fast import clone, copy_into, get_many, leaves, shallow_copy
 from ._workers import ERROR, OK, STEP, VALUE, WorkerPool, _ThreadBudget
 

@@ -2,27 +2,12 @@
 
 from __future__ import annotations
 
-import cloudpickle
 import torch
 from tensordict import TensorDictBase
 
+from rlcore import CloudpickleBox
+
 _ALIGN = 64  # bytes: each leaf starts on its own cache line
-
-
-class CloudpickleBox:
-    """Carries any object (lambdas, closures, local classes) through a pickling start method."""
-
-    __slots__ = ("obj",)
-
-    def __init__(self, obj):
-        self.obj = obj
-
-    def __reduce__(self):
-        return _unbox, (cloudpickle.dumps(self.obj),)
-
-
-def _unbox(payload: bytes) -> CloudpickleBox:
-    return CloudpickleBox(cloudpickle.loads(payload))
 
 
 class SharedLayout:

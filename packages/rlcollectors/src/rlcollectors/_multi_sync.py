@@ -2,19 +2,17 @@
 
 from __future__ import annotations
 
-import pickle
 import time
 import traceback
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, NoReturn
 
-import cloudpickle
 import torch
 import torch.multiprocessing as mp  # registers the tensor reductions that share memory over pipes
 from tensordict import TensorDict, TensorDictBase
 from torch import nn
 
-from rlcore import EnvBase
+from rlcore import CloudpickleBox, EnvBase
 
 from ._split import TRAJ_IDS, split_trajectories
 from ._sync import Policy, SyncDataCollector
@@ -41,19 +39,6 @@ _UNKNOWN_COMMAND = "collector worker got unknown command {cmd!r}; expected one o
 _COMMANDS = ("next", "seed", "update", "close")
 _POLL_S = 1.0
 _JOIN_S = 10.0
-
-
-class _Cloudpickled:
-    """Carries a callable (lambda, local function or class) to a spawned process with cloudpickle."""
-
-    def __init__(self, obj: Any) -> None:
-        self.obj = obj
-
-    def __getstate__(self) -> bytes:
-        return cloudpickle.dumps(self.obj)
-
-    def __setstate__(self, payload: bytes) -> None:
-        self.obj = pickle.loads(payload)
 
 
 def _run_collector_worker(pipe, env_fn, policy, weights, kwargs) -> None:
@@ -196,7 +181,7 @@ class MultiSyncDataCollector:
         self._weights = self._shared_weights(policy)
 
         ctx = mp.get_context(mp_start_method)
-        shipped_policy = _Cloudpickled(policy)
+        shipped_policy = CloudpickleBox(policy)
         worker_kwargs = {
             "frames_per_batch": frames_per_batch // n,
             "total_frames": -1,
@@ -214,7 +199,7 @@ class MultiSyncDataCollector:
                     target=_run_collector_worker,
                     args=(
                         child,
-                        _Cloudpickled(fn),
+                        CloudpickleBox(fn),
                         shipped_policy,
                         self._weights,
                         dict(worker_kwargs, create_env_kwargs=env_kwargs[idx]),

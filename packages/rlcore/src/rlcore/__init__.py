@@ -11,6 +11,7 @@ from ._env_base import EnvBase
 from ._env_creator import EnvCreator
 from ._marl import MarlGroupMapType, check_marl_grouping
 from ._model_based import ModelBasedEnvBase
+from ._pickling import CloudpickleBox
 from ._step_mdp import StepMDP, step_mdp
 from ._version import __version__
 
@@ -19,6 +20,7 @@ __all__ = [
     "EnvBase",
     "ModelBasedEnvBase",
     "EnvCreator",
+    "CloudpickleBox",
     # transitions and done flags
     "step_mdp",
     "StepMDP",
