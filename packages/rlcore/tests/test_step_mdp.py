@@ -95,6 +95,45 @@ def test_step_mdp_drops_sub_tensordicts_left_empty():
     assert "data" not in step_mdp(td, action_keys=("data", "action")).keys()
 
 
+def _nested_transition() -> TensorDict:
+    return TensorDict(
+        {
+            "agents": {"obs": torch.zeros(4, 2), "root_only": torch.ones(4, 1)},
+            "action": torch.ones(4, 1),
+            "empty": TensorDict({}, [4]),
+            "next": {
+                "agents": {"obs": torch.ones(4, 2), "reward": torch.ones(4, 1)},
+                "info": {"deep": {"x": torch.ones(4, 3)}},
+                "reward": torch.ones(4, 1),
+                "done": torch.ones(4, 1, dtype=torch.bool),
+            },
+        },
+        [4],
+    )
+
+
+@pytest.mark.parametrize("keep_other", [True, False])
+@pytest.mark.parametrize("exclude_action", [True, False])
+def test_step_mdp_dense_path_matches_general_path(keep_other, exclude_action):
+    # Without a destination, trees of plain TensorDicts take a dense fast path; writing into a
+    # given destination takes the general one. Both must agree on keys, values and identity.
+    kwargs = dict(
+        keep_other=keep_other,
+        exclude_action=exclude_action,
+        reward_keys=["reward", ("agents", "reward")],
+    )
+    td = _nested_transition()
+    fast = step_mdp(td, **kwargs)
+    general = step_mdp(td, next_tensordict=TensorDict({}, [4]), **kwargs)
+    assert set(fast.keys(True, True)) == set(general.keys(True, True))
+    for key in fast.keys(True, True):
+        assert fast[key] is general[key]
+    assert (("agents", "root_only") in fast.keys(True, True)) == keep_other
+    assert "empty" not in fast.keys()
+    assert fast["agents"] is not td["next", "agents"]
+    assert fast["info", "deep"] is not td["next", "info", "deep"]
+
+
 def test_step_mdp_on_lazy_stack_keeps_member_specific_entries():
     tds = _transition().unbind(0)
     tds[0]["next", "only_first"] = torch.ones(2)

@@ -138,7 +138,50 @@ def copy_selected(source: TensorDictBase, dest: TensorDictBase, selected: KeyTre
     return filled
 
 
-def _flat_step_mdp(
+class _NotDense(Exception):
+    """The transition holds something the dense fast path does not handle."""
+
+
+# A dense node: [entries, batch_size, device]; entries map a key to a tensor or a dense node.
+DenseNode = list
+
+
+def _gather_dense(source: TensorDict, excluded: KeyTree, node: dict, skip: str | None) -> None:
+    """Merges the entries of ``source`` not in ``excluded`` into ``node`` (nested dicts)."""
+    for key, value in source._tensordict.items():
+        if key == skip:
+            continue
+        sub = excluded.get(key, ...)
+        if sub is None:
+            continue
+        if type(value) is torch.Tensor:
+            if sub is ...:
+                node[key] = value
+            continue
+        if type(value) is not TensorDict or value._td_dim_names is not None:
+            raise _NotDense
+        child = node.get(key)
+        if child is None:
+            child = node[key] = [{}, value.batch_size, value.device]
+        elif type(child) is not list:
+            raise _NotDense
+        _gather_dense(value, {} if sub is ... else sub, child[0], None)
+
+
+def _build_dense(entries: dict, batch_size: torch.Size, device: Any) -> TensorDict:
+    """Builds the tensordict of a dense node; empty sub-nodes are left out."""
+    for key, value in list(entries.items()):
+        if type(value) is list:
+            if value[0]:
+                entries[key] = _build_dense(*value)
+                if entries[key].is_empty():
+                    del entries[key]
+            else:
+                del entries[key]
+    return TensorDict._new_unsafe(entries, batch_size=batch_size, device=device, nested=False)
+
+
+def _dense_step_mdp(
     tensordict: TensorDict,
     next_td: TensorDict,
     excluded: KeyTree,
@@ -146,38 +189,26 @@ def _flat_step_mdp(
     exclude_action: bool,
     action_keys: NestedKey | Iterable[NestedKey],
 ) -> TensorDict | None:
-    """``step_mdp`` for flat, unnamed tensordicts of tensors; None when that does not apply."""
-    if getattr(next_td, "_td_dim_names", None) is not None or any(
-        sub is not None for sub in excluded.values()
-    ):
+    """``step_mdp`` for unnamed ``TensorDict`` trees of tensors; None when that does not apply."""
+    if next_td._td_dim_names is not None:
         return None
-    entries: dict[str, torch.Tensor] = {}
-    root = tensordict._tensordict
-    if keep_other:
-        for key, value in root.items():
-            if key == "next" or key in excluded:
-                continue
-            if type(value) is not torch.Tensor:
-                return None
-            entries[key] = value
-    elif not exclude_action:
-        for key in _hashable(action_keys):
-            if type(key) is not str:
-                return None
-            value = root.get(key)
-            if value is not None:
+    entries: dict[str, Any] = {}
+    try:
+        if keep_other:
+            _gather_dense(tensordict, excluded, entries, "next")
+        elif not exclude_action:
+            root = tensordict._tensordict
+            for key in _hashable(action_keys):
+                value = root.get(key) if type(key) is str else None
                 if type(value) is not torch.Tensor:
-                    return None
+                    if value is not None or type(key) is not str:
+                        return None
+                    continue
                 entries[key] = value
-    for key, value in next_td._tensordict.items():
-        if key in excluded:
-            continue
-        if type(value) is not torch.Tensor:
-            return None
-        entries[key] = value
-    return TensorDict._new_unsafe(
-        entries, batch_size=next_td.batch_size, device=next_td.device, nested=False
-    )
+        _gather_dense(next_td, excluded, entries, None)
+    except _NotDense:
+        return None
+    return _build_dense(entries, next_td.batch_size, next_td.device)
 
 
 def _hashable(keys: NestedKey | Iterable[NestedKey]) -> tuple:
@@ -260,7 +291,7 @@ def step_mdp(
     if next_td is None:
         raise KeyError(NO_NEXT)
     if next_tensordict is None and type(tensordict) is TensorDict and type(next_td) is TensorDict:
-        out = _flat_step_mdp(
+        out = _dense_step_mdp(
             tensordict, next_td, excluded_tree, keep_other, exclude_action, action_keys
         )
         if out is not None:
