@@ -31,6 +31,18 @@ def test_samples_have_exactly_one_hot_entry():
     assert (sample.sum(-1) == 1).all()
 
 
+@pytest.mark.parametrize("dtype", [torch.bool, torch.int64, torch.float32])
+def test_samples_cover_every_category_with_the_spec_dtype(dtype):
+    sample = OneHot(4, shape=(2, 500, 4), dtype=dtype).rand((3,))
+    assert sample.shape == (3, 2, 500, 4) and sample.dtype == dtype
+    assert (sample.sum(-1) == 1).all()
+    counts = sample.reshape(-1, 4).sum(0)
+    assert (counts > 600).all(), counts  # 750 expected per category
+    multi = MultiOneHot([2, 3], dtype=dtype).rand((1000,))
+    assert multi.dtype == dtype and multi[:, :2].sum(0).min() > 400
+    assert (multi[:, :2].sum(-1) == 1).all() and (multi[:, 2:].sum(-1) == 1).all()
+
+
 def test_is_in_rejects_zero_or_two_hot():
     spec = OneHot(3)
     assert not spec.is_in(torch.tensor([False, False, False]))
