@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import torch
-from tensordict import LazyStackedTensorDict, TensorDictBase, is_tensor_collection
+from tensordict import LazyStackedTensorDict, TensorDict, TensorDictBase, is_tensor_collection
 from tensordict.utils import NestedKey, is_non_tensor
 
 from rlcore._done import reduce_to_batch
@@ -161,7 +161,7 @@ def merge_reset(
         if reset is None or bool(reset.all()):
             if "_reset" in node_reset.keys():
                 node_reset = node_reset.exclude("_reset")
-            node.update(node_reset)
+            _update(node, node_reset)
         else:
             mask = reset
             if mask.ndim > node.batch_dims:
@@ -170,6 +170,24 @@ def merge_reset(
     if not reset_keys:
         tensordict.update(tensordict_reset)
     return tensordict
+
+
+def _update(node: TensorDictBase, node_reset: TensorDictBase) -> None:
+    """``node.update(node_reset)``; plain tensordicts of the same shape holding only tensors
+    take a dict update, skipping ``update``'s per-entry checks that their shapes already pass.
+    """
+    if (
+        type(node) is TensorDict
+        and type(node_reset) is TensorDict
+        and not node._is_locked
+        and node.batch_size == node_reset.batch_size
+        and (node.device is None or node.device == node_reset.device)
+    ):
+        entries = node_reset._tensordict
+        if all(type(value) is torch.Tensor for value in entries.values()):
+            node._tensordict.update(entries)
+            return
+    node.update(node_reset)
 
 
 def _pop(data: TensorDictBase, path: tuple[str, ...]) -> torch.Tensor | None:

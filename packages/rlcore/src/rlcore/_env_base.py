@@ -7,6 +7,7 @@ from typing import Any
 
 import torch
 from tensordict import TensorDict, TensorDictBase
+from tensordict.utils import NestedKey
 from torch import nn
 
 from rlcore._done import flag_done, reduce_to_batch
@@ -318,12 +319,8 @@ class EnvBase(EnvSpecsMixin, nn.Module):
                     self._type_check(next_td)
                 return next_td
         leading = self._leading_dims(next_td) if not self._batch_locked else _NO_DIMS
-        plain = type(next_td) is TensorDict
         for key, shape in self._reward_shapes:
-            if plain and type(key) is str:
-                reward = next_td._get_str(key, None)
-            else:
-                reward = next_td.get(key, None)
+            reward = _entry(next_td, key)
             if reward is None:
                 continue
             expected = leading + shape if leading else shape
@@ -415,9 +412,9 @@ class EnvBase(EnvSpecsMixin, nn.Module):
             if any(path[: len(root)] == root for root in checked):
                 continue
             checked.append(path[:-1])
-            reset = tensordict.get(reset_key, None) if tensordict is not None else None
+            reset = _entry(tensordict, reset_key) if tensordict is not None else None
             for done_key in group:
-                done = tensordict_reset.get(done_key, None)
+                done = _entry(tensordict_reset, done_key)
                 if done is None or not bool(done.any()):
                     continue
                 if reset is None:
@@ -435,12 +432,8 @@ class EnvBase(EnvSpecsMixin, nn.Module):
 
     # ------------------------------------------------------------------ done / auto-reset
     def _any_done(self, tensordict: TensorDictBase) -> bool:
-        plain = type(tensordict) is TensorDict
         for key in self._any_done_keys:
-            if plain and type(key) is str:
-                value = tensordict._get_str(key, None)
-            else:
-                value = tensordict.get(key, None)
+            value = _entry(tensordict, key)
             if value is not None and bool(value.any()):
                 return True
         return False
@@ -603,6 +596,13 @@ class EnvBase(EnvSpecsMixin, nn.Module):
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(batch_size={self.batch_size}, device={self.device})"
+
+
+def _entry(tensordict: TensorDictBase, key: NestedKey) -> Any:
+    """``tensordict.get(key, None)``, without its key parsing for a plain td and a str key."""
+    if type(tensordict) is TensorDict and type(key) is str:
+        return tensordict._tensordict.get(key)
+    return tensordict.get(key, None)
 
 
 def _set_next(tensordict: TensorDictBase, next_td: TensorDictBase) -> None:
