@@ -5,10 +5,12 @@ from __future__ import annotations
 import multiprocessing
 import os
 import re
+import select
 import signal
 import subprocess
 import sys
 import textwrap
+import time
 
 import pytest
 import torch
@@ -16,7 +18,13 @@ from batched_test_envs import FailingCountingEnv, HangingCountingEnv
 from tensordict import TensorDict
 
 from rlbatched import ParallelEnv
-from rlbatched._workers import WORKER_DIED_ERROR, WORKER_HANG_ERROR, WORKER_RAISED_ERROR
+from rlbatched._workers import (
+    CAN_SPIN,
+    WORKER_DIED_ERROR,
+    WORKER_HANG_ERROR,
+    WORKER_RAISED_ERROR,
+    wait_briefly,
+)
 from rlmocks import CountingEnv
 
 
@@ -183,3 +191,27 @@ def test_worker_error_falls_back_to_runtime_error():
     assert isinstance(err.__cause__, _TwoArgError)
     err = worker_error(0, "reset", ("KeyError", "'x'", "tb", None))
     assert type(err) is RuntimeError and "worker 0 raised KeyError during reset" in str(err)
+
+
+@pytest.mark.skipif(not CAN_SPIN, reason="select.poll / os.sched_yield are POSIX-only")
+def test_wait_briefly_returns_when_ready_or_after_its_window():
+    read_a, write_a = os.pipe()
+    read_b, write_b = os.pipe()
+    try:
+        poller = select.poll()
+        poller.register(read_a, select.POLLIN)
+        poller.register(read_b, select.POLLIN)
+        start = time.monotonic()
+        wait_briefly(poller, 1, 0.2)  # nothing readable: gives up after the window
+        assert 0.2 <= time.monotonic() - start < 5.0
+        os.write(write_a, b"s")
+        start = time.monotonic()
+        wait_briefly(poller, 2, 0.2)  # one of two readable: still waits the window
+        assert time.monotonic() - start >= 0.2
+        os.write(write_b, b"s")
+        start = time.monotonic()
+        wait_briefly(poller, 2, 30.0)  # both readable: returns at once
+        assert time.monotonic() - start < 5.0
+    finally:
+        for fd in (read_a, write_a, read_b, write_b):
+            os.close(fd)

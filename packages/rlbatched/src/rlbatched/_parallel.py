@@ -9,7 +9,6 @@ import pickle
 import select
 import signal
 import sys
-import time
 import traceback
 import weakref
 from collections.abc import Callable, Sequence
@@ -25,16 +24,23 @@ from ._batched_base import BatchedEnvBase, step_function
 from ._serial import SerialEnv
 from ._shared import SharedLayout
 from ._td_fast import clone, copy_into, get_many, leaves, shallow_copy
-from ._workers import ERROR, OK, STEP, VALUE, WorkerPool, _ThreadBudget
+from ._workers import (
+    CAN_SPIN,
+    ERROR,
+    OK,
+    STEP,
+    VALUE,
+    WORKER_SPIN_S,
+    WorkerPool,
+    _ThreadBudget,
+    wait_briefly,
+)
 
 DEFAULT_START_METHOD = "spawn"
 UNKNOWN_COMMAND_ERROR = (
     "Unknown ParallelEnv worker command {command!r}; expected one of "
     "'step', 'reset', 'seed', 'getattr', 'call', 'close'."
 )
-WORKER_SPIN_S = 2e-4  # see _wait_briefly
-# select.poll and os.sched_yield are POSIX-only (neither exists on Windows, sched_yield not on macOS)
-_CAN_SPIN = hasattr(select, "poll") and hasattr(os, "sched_yield")
 START_TIMEOUT_S = 300.0  # floor on the time given to a new worker to import and build its env
 
 
@@ -415,12 +421,12 @@ def _run_worker_pipe_shared_mem(
         return
     conn.send_bytes(OK)
     poller = None
-    if index == 0 and _CAN_SPIN:
+    if index == 0 and CAN_SPIN:
         poller = select.poll()
         poller.register(conn.fileno(), select.POLLIN)
     while True:
         if poller is not None:
-            _wait_briefly(poller)
+            wait_briefly(poller, 1, WORKER_SPIN_S)
         try:
             message = conn.recv_bytes()
         except (EOFError, OSError):
@@ -437,23 +443,6 @@ def _run_worker_pipe_shared_mem(
             conn.send_bytes(_handle(worker, command, payload))
         except Exception as err:
             conn.send_bytes(_error_payload(err))
-
-
-def _wait_briefly(poller: select.poll) -> None:
-    """Poll the pipe without sleeping for up to ``WORKER_SPIN_S``, yielding the CPU meanwhile.
-
-    Worker 0 does this between commands: a core kept busy by a polling worker takes the
-    next step at once, while waking a sleeping one (an idle CPU, in a VM a halted vCPU)
-    costs tens of microseconds per step (measured on 2 cores: 2 Pendulum workers step
-    ~20% faster). It changes timing only: the same message is then read as before.
-    ``sched_yield`` hands the core to any other runnable process, so only idle time is
-    spent; after the window the worker blocks in ``recv_bytes`` as usual, and a closed
-    pipe ends the polling at once (POLLHUP). One polling worker was faster than two here:
-    with more, they compete with the main process for the cores.
-    """
-    deadline = time.monotonic() + WORKER_SPIN_S
-    while not poller.poll(0) and time.monotonic() < deadline:
-        os.sched_yield()
 
 
 def _handle(worker: _WorkerEnv, command: str, payload: Any) -> bytes:
