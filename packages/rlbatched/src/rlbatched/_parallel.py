@@ -421,7 +421,7 @@ def _run_worker_pipe_shared_mem(
         return
     conn.send_bytes(OK)
     poller = None
-    if index == 0 and CAN_SPIN:
+    if CAN_SPIN:
         poller = select.poll()
         poller.register(conn.fileno(), select.POLLIN)
     while True:

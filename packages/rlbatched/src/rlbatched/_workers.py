@@ -43,13 +43,14 @@ def wait_briefly(poller: select.poll, ready: int, seconds: float) -> None:
     """Poll without sleeping until ``ready`` pipes are readable or ``seconds`` have passed.
 
     Waking a process blocked on a pipe (an idle CPU, in a VM a halted vCPU) costs tens of
-    microseconds, about a Pendulum step. Worker 0 polls like this between commands and the
-    main process while the workers step: measured on 2 cores, ParallelEnv(2, Pendulum) steps in
-    ~160 µs with both, ~175-250 µs (bimodal) with the worker alone, ~275 µs with neither.
+    microseconds, about a Pendulum step, and where the kernel places the woken process varies
+    from run to run. Workers poll like this between commands and the main process while the
+    workers step. Measured on 2 cores (medians of 7 rollouts of 500 steps), ParallelEnv(2,
+    Pendulum) steps in ~160 µs this way, against 175-250 µs (bimodal) with worker 0 alone
+    polling and ~275 µs with none; ParallelEnv(4, Pendulum) in ~280-320 µs against ~390 µs.
     ``sched_yield`` hands the core to any other runnable process, so only idle time is spent;
     after the window the caller blocks as usual. It changes timing only: the same messages are
-    then read as before. One polling worker was faster than two: with more, they compete with
-    the main process for the cores.
+    then read as before.
     """
     deadline = time.monotonic() + seconds
     while len(poller.poll(0)) < ready and time.monotonic() < deadline:
