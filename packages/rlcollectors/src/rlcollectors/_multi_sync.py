@@ -14,6 +14,7 @@ from torch import nn
 
 from rlcore import CloudpickleBox, EnvBase
 
+from ._base import CollectorBase
 from ._split import TRAJ_IDS, split_trajectories
 from ._sync import Policy, SyncDataCollector
 
@@ -34,7 +35,6 @@ _WORKER_DIED = (
 )
 _WORKER_FAILED = "MultiSyncDataCollector worker {idx} raised while {doing}:\n{tb}"
 _WORKER_TIMEOUT = "MultiSyncDataCollector worker {idx} (pid {pid}) did not answer within {timeout}s while {doing}."
-_SHUT_DOWN = "MultiSyncDataCollector was shut down; create a new collector to collect more data."
 _UNKNOWN_COMMAND = "collector worker got unknown command {cmd!r}; expected one of {known}."
 _COMMANDS = ("next", "seed", "update", "close")
 _POLL_S = 1.0
@@ -89,7 +89,7 @@ def _run_collector_worker(pipe, env_fn, policy, weights, kwargs) -> None:
         pipe.close()
 
 
-class MultiSyncDataCollector:
+class MultiSyncDataCollector(CollectorBase):
     """Runs one :class:`SyncDataCollector` per worker process and yields their batches together.
 
     At each iteration every worker collects ``frames_per_batch // n_workers`` frames;
@@ -248,16 +248,6 @@ class MultiSyncDataCollector:
             else weights
         )
 
-    @property
-    def frames(self) -> int:
-        """Frames yielded so far."""
-        return self._frames
-
-    def __iter__(self) -> Iterator[TensorDictBase]:
-        """Yields gathered batches until ``total_frames`` frames were collected."""
-        self._check_open()
-        return self._iterate()
-
     def _iterate(self) -> Iterator[TensorDictBase]:
         while self.total_frames < 0 or self._frames < self.total_frames:
             self._check_open()
@@ -371,10 +361,6 @@ class MultiSyncDataCollector:
                 proc.join(_JOIN_S)
         for pipe in self._pipes:
             pipe.close()
-
-    def _check_open(self) -> None:
-        if self._closed:
-            raise RuntimeError(_SHUT_DOWN)
 
     def __del__(self) -> None:
         if getattr(self, "_closed", True) is False:

@@ -15,6 +15,7 @@ from rlcore import EnvBase
 from rlcore.transforms import StepCounter, TransformedEnv
 from rlspecs import parse_device
 
+from ._base import CollectorBase
 from ._split import TRAJ_IDS, split_trajectories
 
 _BAD_ENV = "create_env_fn must be an EnvBase or a callable returning one, got {type}."
@@ -23,7 +24,6 @@ _FRAMES_NOT_DIVISIBLE = (
     "frames_per_batch={frames} is not a multiple of the number of envs {numel} "
     "(env.batch_size={batch}); pick a multiple so that every env runs the same number of steps."
 )
-_SHUT_DOWN = "{cls} was shut down; create a new collector to collect more data."
 _MISSING_TQDM = (
     'progress_bar=True needs tqdm; install it with `pip install "rlcollectors[progress]"`.'
 )
@@ -36,7 +36,7 @@ def _on_device(module: nn.Module, device: torch.device) -> bool:
     return all(t.device == device for t in tensors)
 
 
-class SyncDataCollector:
+class SyncDataCollector(CollectorBase):
     """Runs a policy in an env and yields batches of ``frames_per_batch`` frames.
 
     Each batch has shape ``[*env.batch_size, frames_per_batch // env.batch_size.numel()]``
@@ -172,16 +172,6 @@ class SyncDataCollector:
             # the caller's policy stays where it is; update_policy_weights_ syncs the copy
             return copy.deepcopy(policy).to(device)
         return policy
-
-    @property
-    def frames(self) -> int:
-        """Frames yielded so far."""
-        return self._frames
-
-    def __iter__(self) -> Iterator[TensorDictBase]:
-        """Yields batches until ``total_frames`` frames were collected."""
-        self._check_open()
-        return self._iterate()
 
     def _iterate(self) -> Iterator[TensorDictBase]:
         bar = self._make_bar()
@@ -336,10 +326,6 @@ class SyncDataCollector:
         self._buffer_keys = set()
         if not self.env.is_closed:
             self.env.close()
-
-    def _check_open(self) -> None:
-        if self._closed:
-            raise RuntimeError(_SHUT_DOWN.format(cls=type(self).__name__))
 
     def __repr__(self) -> str:
         return (
