@@ -95,3 +95,26 @@ class DifferentiableEnv(EnvBase):
         return TensorDict(
             {"reward": action.sum().unsqueeze(0), **self.full_done_spec.zero(), "observation": obs}
         )
+
+
+class StartStateEnv(EnvBase):
+    """Resets its observation to the ``"start"`` state entry of the input, when given."""
+
+    def __init__(self):
+        super().__init__()
+        self.observation_spec = Composite(observation=Unbounded(1))
+        self.state_spec = Composite(start=Unbounded(1))
+        self.action_spec = Unbounded(1)
+        self.reward_spec = Unbounded(1)
+
+    def _set_seed(self, seed: int | None) -> None:
+        pass
+
+    def _reset(self, tensordict: TensorDictBase | None = None, **kwargs) -> TensorDictBase:
+        start = torch.zeros(1) if tensordict is None else tensordict.get("start").clone()
+        return TensorDict({"observation": start.clone(), "start": start}, [])
+
+    def _step(self, tensordict: TensorDictBase) -> TensorDictBase:
+        return TensorDict(
+            {"observation": tensordict.get("observation") + 1, "reward": torch.zeros(1)}, []
+        )

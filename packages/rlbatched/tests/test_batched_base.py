@@ -6,7 +6,7 @@ import re
 
 import pytest
 import torch
-from batched_test_envs import FACTORIES, ExtraObsCountingEnv
+from batched_test_envs import FACTORIES, ExtraObsCountingEnv, StartStateEnv
 from tensordict import LazyStackedTensorDict, TensorDict, dense_stack_tds
 
 from rlbatched import ParallelEnv, SerialEnv
@@ -200,6 +200,16 @@ def test_partial_reset_flag(make_batched, batch_size, n_workers, max_steps=3):
     assert (td_reset["observation"][reset] == 0).all()
     assert (td_reset["done"][~reset] == 1).all()
     assert (td_reset["observation"][~reset] == max_steps + 1).all()
+
+
+def test_full_reset_gives_the_input_to_every_sub_env(make_batched):
+    """A reset without "_reset" entries still hands each sub-env its slice of the input."""
+    env = make_batched(2, StartStateEnv)
+    assert env.reset()["observation"].tolist() == [[0.0], [0.0]]
+    out = env.reset(TensorDict({"start": torch.tensor([[3.0], [5.0]])}, [2]))
+    assert out["observation"].tolist() == [[3.0], [5.0]]
+    rollout = env.rollout(2, tensordict=out, auto_reset=False)
+    assert rollout["next", "observation"][:, -1].tolist() == [[5.0], [7.0]]
 
 
 @pytest.mark.parametrize("nested_obs_action", [True, False])

@@ -273,7 +273,7 @@ class ParallelEnv(BatchedEnvBase):
                 worker_masks = None
                 if masks is not None:
                     worker_masks = {k: m[index].cpu().numpy() for k, m in masks.items()}
-                self._pool.send(index, "reset", (worker_masks, kwargs))
+                self._pool.send(index, "reset", (worker_masks, kwargs, tensordict is not None))
             self._pool.gather("reset", indices)
             return self._read(self._reset_view)
 
@@ -375,10 +375,13 @@ class _WorkerEnv:
         if self.sync_cuda:
             torch.cuda.synchronize(self.root.device)
 
-    def reset(self, masks: dict | None, kwargs: dict) -> None:
+    def reset(self, masks: dict | None, kwargs: dict, has_input: bool) -> None:
+        """Reset the env; it is given its shared slice (where the main process wrote the
+        caller's entries) when the caller passed a tensordict, as ``SerialEnv`` passes it."""
         td = None
-        if masks is not None:
+        if masks is not None or has_input:
             td = self.root.clone()
+        if masks is not None:
             for key, mask in masks.items():
                 td.set(key, torch.from_numpy(mask).to(self.root.device))
         out = self.env.reset(td, **kwargs)
