@@ -118,3 +118,10 @@ class StartStateEnv(EnvBase):
         return TensorDict(
             {"observation": tensordict.get("observation") + 1, "reward": torch.zeros(1)}, []
         )
+
+
+class UnsqueezingCountingEnv(CountingEnv):
+    """A CountingEnv whose reset goes through ``TensorDict.unsqueeze`` (a lazy-legacy query)."""
+
+    def _reset(self, tensordict: TensorDictBase | None = None, **kwargs) -> TensorDictBase:
+        return super()._reset(tensordict, **kwargs).unsqueeze(0).squeeze(0)

@@ -6,7 +6,7 @@ import functools
 import gc
 
 import torch
-from batched_test_envs import DifferentiableEnv
+from batched_test_envs import DifferentiableEnv, UnsqueezingCountingEnv
 from tensordict import TensorDict
 
 from rlbatched import ParallelEnv, SerialEnv
@@ -136,3 +136,11 @@ def test_serial_and_parallel_same_seeded_rollouts(make_fork, make_serial):
     rs = senv.rollout(8, break_when_any_done=False)
     torch.testing.assert_close(rp, rs)
     assert isinstance(senv, SerialEnv)
+
+
+def test_spawned_workers_survive_an_inherited_lazy_legacy_none(make_kind, monkeypatch):
+    # tensordict's set_lazy_legacy leaves LAZY_LEGACY_OP=None in os.environ (from_modules does);
+    # a spawned worker inheriting it failed on its first unsqueeze
+    monkeypatch.setenv("LAZY_LEGACY_OP", "None")
+    env = make_kind("spawn", 2, UnsqueezingCountingEnv)
+    assert env.reset()["observation"].shape == (2, 1)

@@ -238,3 +238,20 @@ def test_bad_cat_results_and_env_kwargs_are_rejected_before_starting_workers():
         match=re.escape("create_env_kwargs must be a dict or a list of 2 dicts (one per worker)"),
     ):
         MultiSyncDataCollector([CountingEnv] * 2, frames_per_batch=4, create_env_kwargs=[{}])
+
+
+def test_spawned_workers_survive_an_inherited_lazy_legacy_none(monkeypatch):
+    # tensordict's set_lazy_legacy leaves LAZY_LEGACY_OP=None in os.environ (from_modules does)
+    monkeypatch.setenv("LAZY_LEGACY_OP", "None")
+    make_envs = [lambda i=i: CountingEnv(i) for i in (3, 4)]
+    collector = MultiSyncDataCollector(
+        make_envs,
+        OnesPolicy(make_envs[0]().action_spec),
+        frames_per_batch=40,
+        total_frames=40,
+        mp_start_method="spawn",
+    )
+    try:
+        assert [batch.batch_size for batch in collector] == [(40,)]
+    finally:
+        collector.shutdown()

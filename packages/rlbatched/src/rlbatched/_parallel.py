@@ -18,7 +18,7 @@ import cloudpickle
 import torch
 from tensordict import LazyStackedTensorDict, TensorDictBase
 
-from rlcore import CloudpickleBox, EnvBase
+from rlcore import CloudpickleBox, EnvBase, clean_worker_environ
 
 from ._batched_base import BatchedEnvBase, step_function
 from ._serial import SerialEnv
@@ -144,6 +144,7 @@ class ParallelEnv(BatchedEnvBase):
         layout = SharedLayout(self._buffer_template())
         buffer = layout.allocate()
         parent = layout.views(buffer)
+        clean_worker_environ()
         ctx = mp.get_context(self._mp_start_method)
         pickling = self._mp_start_method != "fork"
         # looked up now, so that a replacement installed on the module is honoured

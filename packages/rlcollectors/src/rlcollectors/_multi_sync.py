@@ -12,7 +12,7 @@ import torch.multiprocessing as mp  # registers the tensor reductions that share
 from tensordict import TensorDict, TensorDictBase
 from torch import nn
 
-from rlcore import CloudpickleBox, EnvBase
+from rlcore import CloudpickleBox, EnvBase, clean_worker_environ
 
 from ._base import CollectorBase
 from ._split import TRAJ_IDS, split_trajectories
@@ -180,6 +180,7 @@ class MultiSyncDataCollector(CollectorBase):
         self.policy = policy
         self._weights = self._shared_weights(policy)
 
+        clean_worker_environ()
         ctx = mp.get_context(mp_start_method)
         shipped_policy = CloudpickleBox(policy)
         worker_kwargs = {

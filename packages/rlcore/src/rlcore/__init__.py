@@ -11,7 +11,7 @@ from ._env_base import EnvBase
 from ._env_creator import EnvCreator
 from ._marl import MarlGroupMapType, check_marl_grouping
 from ._model_based import ModelBasedEnvBase
-from ._pickling import CloudpickleBox
+from ._pickling import CloudpickleBox, clean_worker_environ
 from ._step_mdp import StepMDP, step_mdp
 from ._version import __version__
 
@@ -21,6 +21,7 @@ __all__ = [
     "ModelBasedEnvBase",
     "EnvCreator",
     "CloudpickleBox",
+    "clean_worker_environ",
     # transitions and done flags
     "step_mdp",
     "StepMDP",

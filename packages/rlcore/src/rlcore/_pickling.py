@@ -1,12 +1,32 @@
-"""`CloudpickleBox`: ships lambdas, closures and local classes to spawned worker processes."""
+"""Crossing into worker processes: ``CloudpickleBox`` and ``clean_worker_environ``."""
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import cloudpickle
 
-__all__ = ["CloudpickleBox"]
+__all__ = ["CloudpickleBox", "clean_worker_environ"]
+
+
+def clean_worker_environ() -> None:
+    """Remove inherited environment values that break a worker process; call before starting one.
+
+    tensordict 0.14's ``set_lazy_legacy`` (used by ``TensorDict.from_modules`` and
+    ``torch.stack``) writes ``LAZY_LEGACY_OP=None`` into ``os.environ`` on exit when no mode was
+    set before. A spawned worker inherits it, and its first lazy-legacy query raises
+    ``ValueError: invalid truth value 'none'``. Unset means what ``None`` meant: the default.
+
+    Examples:
+        >>> import os
+        >>> os.environ["LAZY_LEGACY_OP"] = "None"
+        >>> clean_worker_environ()
+        >>> "LAZY_LEGACY_OP" in os.environ
+        False
+    """
+    if os.environ.get("LAZY_LEGACY_OP") == "None":
+        del os.environ["LAZY_LEGACY_OP"]
 
 
 class CloudpickleBox:
