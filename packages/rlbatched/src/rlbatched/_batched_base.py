@@ -80,7 +80,8 @@ class BatchedEnvBase(EnvBase):
 
     Examples:
         >>> from rlbatched import SerialEnv
-        >>> isinstance(SerialEnv(2, make_env), BatchedEnvBase)  # doctest: +SKIP
+        >>> from rlmocks import CountingEnv
+        >>> isinstance(SerialEnv(2, CountingEnv), BatchedEnvBase)
         True
     """
 

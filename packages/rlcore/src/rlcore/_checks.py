@@ -66,7 +66,7 @@ def check_env_specs(
         AssertionError: naming the first key whose data disagrees with the specs.
 
     Examples:
-        >>> check_env_specs(env)  # doctest: +SKIP
+        >>> check_env_specs(env)  # returns None, or raises naming the first mismatch
     """
     if seed is not None:
         devices = [env.device] if env.device is not None and env.device.type == "cuda" else []

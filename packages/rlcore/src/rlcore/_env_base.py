@@ -460,7 +460,9 @@ class EnvBase(EnvSpecsMixin, nn.Module):
         """Steps, then returns ``(transition, root of the next step)``, resetting done sub-envs.
 
         Examples:
-            >>> data, root = env.step_and_maybe_reset(env.rand_action(env.reset()))  # doctest: +SKIP
+            >>> data, root = env.step_and_maybe_reset(env.rand_action(env.reset()))
+            >>> "next" in data.keys(), "next" in root.keys()
+            (True, False)
         """
         if self.device is not None and tensordict.device != self.device:
             tensordict = tensordict.to(self.device)
@@ -553,7 +555,7 @@ class EnvBase(EnvSpecsMixin, nn.Module):
         """Seeds torch and the env; returns the seed for the next env (``seed`` if static).
 
         Examples:
-            >>> next_seed = env.set_seed(0)  # doctest: +SKIP
+            >>> next_seed = env.set_seed(0)
         """
         if seed is not None:
             torch.manual_seed(seed)

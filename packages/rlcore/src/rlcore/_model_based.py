@@ -34,9 +34,24 @@ class ModelBasedEnvBase(EnvBase):
         run_type_checks: check output dtypes/shapes at each step.
 
     Examples:
-        >>> class MyMBEnv(ModelBasedEnvBase):  # doctest: +SKIP
-        ...     def _reset(self, td):
-        ...         return self.state_spec.rand()
+        >>> from tensordict.nn import TensorDictModule
+        >>> from rlspecs import Composite, Unbounded
+        >>> class DriftEnv(ModelBasedEnvBase):
+        ...     def __init__(self):
+        ...         model = TensorDictModule(
+        ...             lambda obs, action: (obs + action, -obs.abs().sum(-1, keepdim=True)),
+        ...             in_keys=["observation", "action"],
+        ...             out_keys=["observation", "reward"],
+        ...         )
+        ...         super().__init__(model)
+        ...         self.observation_spec = Composite(observation=Unbounded(2))
+        ...         self.action_spec = Unbounded(2)
+        ...         self.reward_spec = Unbounded(1)
+        ...
+        ...     def _reset(self, tensordict=None, **kwargs):
+        ...         return self.full_observation_spec.zero().update(self.full_done_spec.zero())
+        >>> DriftEnv().rollout(3)["next", "observation"].shape
+        torch.Size([3, 2])
     """
 
     _batch_locked = False

@@ -314,8 +314,10 @@ class StepMDP:
     done/reset entries and the (non-state) rewards are kept when ``keep_other``.
 
     Examples:
-        >>> step = StepMDP(env, exclude_action=False)  # doctest: +SKIP
-        >>> root = step(env.rand_step(env.reset()))  # doctest: +SKIP
+        >>> step = StepMDP(env, exclude_action=False)
+        >>> root = step(env.rand_step(env.reset()))
+        >>> sorted(root.keys())
+        ['action', 'done', 'observation', 'terminated']
     """
 
     def __init__(

@@ -67,8 +67,9 @@ class StepCounter(Transform):
     accordingly (`truncated_key="done"` writes the truncation straight into `done`).
 
     Examples:
-        >>> env = TransformedEnv(base_env, StepCounter(max_steps=2))  # doctest: +SKIP
-        >>> env.rollout(5)["next", "truncated"].squeeze(-1)  # doctest: +SKIP
+        >>> from rlcore.transforms import StepCounter, TransformedEnv
+        >>> env = TransformedEnv(base_env, StepCounter(max_steps=2))
+        >>> env.rollout(5)["next", "truncated"].squeeze(-1)
         tensor([False,  True])
     """
 
@@ -184,8 +185,9 @@ class InitTracker(Transform):
     After a partial reset only the sub-envs that were reset carry True.
 
     Examples:
-        >>> env = TransformedEnv(base_env, InitTracker())  # doctest: +SKIP
-        >>> env.reset()["is_init"], env.rand_step()["next", "is_init"]  # doctest: +SKIP
+        >>> from rlcore.transforms import InitTracker, TransformedEnv
+        >>> env = TransformedEnv(base_env, InitTracker())
+        >>> env.reset()["is_init"], env.rand_step()["next", "is_init"]
         (tensor([True]), tensor([False]))
     """
 

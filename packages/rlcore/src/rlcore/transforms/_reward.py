@@ -35,8 +35,9 @@ class RewardSum(Transform):
     grows by the step reward at each step. `in_keys` default to every reward key of the env.
 
     Examples:
-        >>> env = TransformedEnv(base_env, RewardSum())  # doctest: +SKIP
-        >>> env.rollout(3)["next", "episode_reward"].squeeze(-1)  # doctest: +SKIP
+        >>> from rlcore.transforms import RewardSum, TransformedEnv
+        >>> env = TransformedEnv(base_env, RewardSum())  # base_env: a reward of 1 per step
+        >>> env.rollout(3)["next", "episode_reward"].squeeze(-1)
         tensor([1., 2., 3.])
     """
 

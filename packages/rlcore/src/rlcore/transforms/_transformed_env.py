@@ -80,8 +80,9 @@ class TransformedEnv(EnvBase):
         device: if given, the base env is moved there first.
 
     Examples:
-        >>> env = TransformedEnv(base_env, StepCounter(max_steps=3))  # doctest: +SKIP
-        >>> env.rollout(10)["next", "step_count"].squeeze(-1)  # doctest: +SKIP
+        >>> from rlcore.transforms import StepCounter, TransformedEnv
+        >>> env = TransformedEnv(base_env, StepCounter(max_steps=3))
+        >>> env.rollout(10)["next", "step_count"].squeeze(-1)
         tensor([1, 2, 3])
     """
 
