@@ -76,7 +76,7 @@ def step_function(
 
 
 class BatchedEnvBase(EnvBase):
-    """Common machinery of :class:`SerialEnv` and :class:`ParallelEnv` (not used directly).
+    """Common machinery of ``SerialEnv`` and ``ParallelEnv`` (not used directly).
 
     Examples:
         >>> from rlbatched import SerialEnv

@@ -78,7 +78,7 @@ class ParallelEnv(BatchedEnvBase):
             (default: only when the workers' specs differ).
         shared_memory: kept for API compatibility; data always go through shared memory.
         device: device of the batched env's outputs (default: the sub-envs' device).
-        serial_for_single: with one worker, build a :class:`SerialEnv` instead.
+        serial_for_single: with one worker, build a ``SerialEnv`` instead.
         mp_start_method: ``"spawn"`` (default), ``"fork"`` or ``"forkserver"``.
         num_threads: torch threads of the main process once started (default: the
             current count minus one per worker, given back on close).

@@ -16,7 +16,7 @@ class SharedLayout:
     The main process builds it from a zero-filled template, allocates the buffer once
     (shared memory on CPU) and sends the layout (a tiny skeleton with the template's
     structure) plus the buffer to each worker; both sides rebuild the same tensordict
-    of views with :meth:`views`, so a write on one side is seen by the other.
+    of views with ``views``, so a write on one side is seen by the other.
     """
 
     def __init__(self, template: TensorDictBase):

@@ -99,7 +99,7 @@ class WorkerPool:
     """Processes, pipes and the shutdown logic of one started ParallelEnv.
 
     It holds no reference to the env, so a ``weakref.finalize`` on the env can call
-    :meth:`shutdown` when the env is garbage-collected or the interpreter exits.
+    ``shutdown`` when the env is garbage-collected or the interpreter exits.
     """
 
     def __init__(self, procs: list, conns: list, timeout: float, threads_taken: int):

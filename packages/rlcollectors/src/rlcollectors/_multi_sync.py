@@ -90,7 +90,7 @@ def _run_collector_worker(pipe, env_fn, policy, weights, kwargs) -> None:
 
 
 class MultiSyncDataCollector(CollectorBase):
-    """Runs one :class:`SyncDataCollector` per worker process and yields their batches together.
+    """Runs one ``SyncDataCollector`` per worker process and yields their batches together.
 
     At each iteration every worker collects ``frames_per_batch // n_workers`` frames;
     the batches are concatenated in worker order along ``cat_results`` (dim 0 by
@@ -99,12 +99,12 @@ class MultiSyncDataCollector(CollectorBase):
     (offset to be unique only when ``split_trajs``).
 
     A worker that raises or dies makes the main process raise a RuntimeError
-    naming it; :meth:`shutdown` stops and joins every worker.
+    naming it; ``shutdown`` stops and joins every worker.
 
     Args:
         create_env_fn: one env factory per worker (lambdas are fine: they are
             sent with cloudpickle).
-        policy: as for :class:`SyncDataCollector`; each worker gets a copy.
+        policy: as for ``SyncDataCollector``; each worker gets a copy.
         frames_per_batch: frames per yielded batch, all workers together.
         total_frames: frames to collect in all, ``-1`` for no limit.
         device: passed to each worker's collector.
@@ -114,7 +114,7 @@ class MultiSyncDataCollector(CollectorBase):
         max_frames_per_traj: passed to each worker's collector.
         reset_at_each_iter: passed to each worker's collector.
         create_env_kwargs: a dict for every factory, or one dict per worker.
-        split_trajs: yield batches split by trajectory (see :func:`split_trajectories`).
+        split_trajs: yield batches split by trajectory (see ``split_trajectories``).
         cat_results: the dim to concatenate the workers' batches along, or
             ``"stack"`` for a new leading worker dim.
         mp_start_method: ``"spawn"`` (default), ``"fork"`` or ``"forkserver"``.

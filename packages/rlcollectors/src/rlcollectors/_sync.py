@@ -56,13 +56,13 @@ class SyncDataCollector(CollectorBase):
         storing_device: device of the yielded batches (defaults to the env's device, else CPU).
         env_device: device the env is moved to.
         policy_device: device the policy runs on; a policy with parameters on
-            another device is copied there (see :meth:`update_policy_weights_`).
+            another device is copied there (see ``update_policy_weights_``).
         create_env_kwargs: keyword arguments for ``create_env_fn``.
         max_frames_per_traj: truncate trajectories after this many steps
-            (through a :class:`~rlcore.transforms.StepCounter`).
+            (through a ``StepCounter``).
         reset_at_each_iter: reset every env at the start of each batch.
         split_trajs: yield ``[n_trajectories, max_length]`` batches (see
-            :func:`split_trajectories`) instead of ``[*batch, time]`` ones.
+            ``split_trajectories``) instead of ``[*batch, time]`` ones.
         return_same_td: yield the internal buffer itself, overwritten by the
             next batch, instead of a copy.
         progress_bar: show a tqdm progress bar over ``total_frames``.

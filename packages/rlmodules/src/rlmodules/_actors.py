@@ -176,5 +176,5 @@ class ActorCriticOperator(ActorValueOperator):
         return self
 
     def get_value_operator(self) -> TensorDictSequential:
-        """Raises: a critic values (state, action) pairs; use :meth:`get_critic_operator`."""
+        """Raises: a critic values (state, action) pairs; use ``get_critic_operator``."""
         raise RuntimeError(_NO_VALUE_OPERATOR)

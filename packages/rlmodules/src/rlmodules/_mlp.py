@@ -25,7 +25,7 @@ class MLP(nn.Sequential):
     """A stack of ``layer_class`` layers separated by activations.
 
     Several inputs are concatenated along the last dimension, so an MLP can read
-    ``["hidden", "action"]`` inside a :class:`ValueOperator`.
+    ``["hidden", "action"]`` inside a ``ValueOperator``.
 
     Args:
         in_features: input size; ``None`` builds a lazy first layer.

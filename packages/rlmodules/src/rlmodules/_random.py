@@ -12,7 +12,7 @@ from rlspecs import Composite, TensorSpec
 class RandomPolicy(TensorDictModuleBase):
     """A policy writing ``action_spec.rand()`` into the tensordict it is given.
 
-    A :class:`~rlspecs.Composite` spec (such as ``env.full_action_spec``) writes
+    A ``Composite`` spec (such as ``env.full_action_spec``) writes
     each of its entries; a leaf spec writes ``action_key``. The spec should carry
     the env's batch dims, as ``env.action_spec`` does.
 

@@ -61,7 +61,7 @@ def _device_of_to_call(*args: Any, **kwargs: Any) -> torch.device | None:
 
 
 class SafeModule(TensorDictModule):
-    """A :class:`tensordict.nn.TensorDictModule` with an output spec, projected into when ``safe``.
+    """A ``tensordict.nn.TensorDictModule`` with an output spec, projected into when ``safe``.
 
     Args:
         module: the ``nn.Module`` reading the ``in_keys`` tensors (in order) and
@@ -69,7 +69,7 @@ class SafeModule(TensorDictModule):
         in_keys: keys read from the input tensordict.
         out_keys: keys written to the tensordict.
         spec: the spec of the outputs: a leaf (when there is a single out_key)
-            or a :class:`~rlspecs.Composite` keyed by out_keys. Optional.
+            or a ``Composite`` keyed by out_keys. Optional.
         safe: if ``True``, every output with a spec is projected into it.
 
     Raises:
