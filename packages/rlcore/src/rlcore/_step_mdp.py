@@ -142,8 +142,8 @@ class _NotDense(Exception):
     """The transition holds something the dense fast path does not handle."""
 
 
-# A dense node: [entries, batch_size, device]; entries map a key to a tensor or a dense node.
-DenseNode = list
+# The dense path builds nested nodes ``[entries, batch_size, device]`` (lists), whose entries
+# map a key to a tensor or to another node, then turns them into tensordicts in one pass.
 
 
 def _gather_dense(source: TensorDict, excluded: KeyTree, node: dict, skip: str | None) -> None:
