@@ -14,7 +14,7 @@ from _rlcore_envs import (
     TerminatedOnlyEnv,
     UnlockedEnv,
 )
-from tensordict import TensorDict
+from tensordict import LazyStackedTensorDict, TensorDict
 
 from rlcore import EnvBase
 from rlcore._done_plan import TERMINATED_FROM_DONE_AND_TRUNCATED
@@ -334,6 +334,27 @@ def test_rand_action_and_rand_step(batch_size):
     assert env.action_spec.is_in(td["action"])
     td = env.rand_step()
     assert "next" in td.keys()
+
+
+@pytest.mark.parametrize("batch_size", BATCHES)
+def test_rand_action_writes_in_place_and_draws_like_the_composite(batch_size):
+    # a plain tensordict of the env's batch gets its root action leaves written directly;
+    # the draws are those of full_action_spec.rand(), in the same order
+    env = CountingEnv(batch_size=batch_size)
+    td = env.reset()
+    torch.manual_seed(0)
+    assert env.rand_action(td) is td
+    torch.manual_seed(0)
+    assert torch.equal(td["action"], env.full_action_spec.rand()["action"])
+
+
+def test_rand_action_on_other_tensordicts_samples_the_composite():
+    env = UnlockedEnv()  # batch-unlocked: the input's batch size is the sample's
+    assert env.rand_action(TensorDict({}, [3]))["action"].shape[:1] == (3,)
+    lazy = LazyStackedTensorDict.lazy_stack([TensorDict({}, []), TensorDict({}, [])], 0)
+    assert env.rand_action(lazy)["action"].shape[:1] == (2,)
+    with pytest.raises(RuntimeError):  # a locked tensordict takes no new entry
+        env.rand_action(TensorDict({}, [3]).lock_())
 
 
 def test_rand_action_nested_keeps_sub_batch():

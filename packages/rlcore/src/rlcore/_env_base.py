@@ -524,10 +524,35 @@ class EnvBase(EnvSpecsMixin, nn.Module):
                 raise RuntimeError(
                     RAND_ACTION_BATCH.format(env=self.batch_size, td=tensordict.batch_size)
                 )
+        if type(tensordict) is TensorDict and not tensordict._is_locked:
+            leaves = self._root_action_leaves
+            if (
+                leaves
+                and (tensordict.device is None or tensordict.device == self.device)
+                and tensordict.batch_size == (*shape, *self.batch_size)
+            ):
+                # every action leaf sits at the root: sample and write each directly (about
+                # twice as fast as sampling the composite and updating from it)
+                for key, spec in leaves:
+                    tensordict._set_str(key, spec.rand(shape), inplace=False, validated=True)
+                return tensordict
         action = self.full_action_spec.rand(shape)
         if tensordict is None:
             return action
         return tensordict.update(action)
+
+    @property
+    def _root_action_leaves(self) -> list | tuple:
+        """``[(key, spec)]`` of the action leaves when all sit at the root, else ``()``."""
+
+        def leaves() -> list | tuple:
+            keys = self.action_keys
+            if not all(type(key) is str for key in keys):
+                return ()
+            full = self.full_action_spec
+            return [(key, full[key]) for key in keys]
+
+        return self._cache_get("root_action_leaves", leaves)
 
     def rand_step(self, tensordict: TensorDictBase | None = None) -> TensorDictBase:
         """Steps with a random action."""

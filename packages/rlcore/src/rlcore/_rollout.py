@@ -81,30 +81,6 @@ def _policy_device(policy: Any) -> torch.device | None:
     return None
 
 
-def _random_policy(env: EnvBase) -> Callable[[TensorDictBase], TensorDictBase]:
-    """Random actions; writes leaves directly when every action key is at the root."""
-    from rlcore._env_base import EnvBase
-
-    keys = env.action_keys
-    if type(env).rand_action is not EnvBase.rand_action or not all(
-        isinstance(key, str) for key in keys
-    ):
-        return env.rand_action
-    full = env.full_action_spec
-    leaves = [(key, full[key]) for key in keys]
-    unlocked_empty = not env.batch_locked and not env.batch_size
-
-    def policy(tensordict: TensorDictBase) -> TensorDictBase:
-        if type(tensordict) is not TensorDict:
-            return env.rand_action(tensordict)
-        shape = tensordict.batch_size if unlocked_empty else ()
-        for key, spec in leaves:
-            tensordict._set_str(key, spec.rand(shape), inplace=False, validated=True)
-        return tensordict
-
-    return policy
-
-
 class _Layout:
     """The structure of a plain tensordict: leaf names, sub-tensordicts, batch size, device."""
 
@@ -246,7 +222,7 @@ def run_rollout(
     if not isinstance(max_steps, int) or max_steps < 1:
         raise ValueError(BAD_MAX_STEPS.format(max_steps=max_steps))
     if policy is None:
-        act = _random_policy(env)
+        act = env.rand_action
         policy_device = None
     else:
         act = adapt_policy(env, policy)
