@@ -516,7 +516,7 @@ class EnvBase(EnvSpecsMixin, nn.Module):
     # ------------------------------------------------------------------ random actions, fakes
     def rand_action(self, tensordict: TensorDictBase | None = None) -> TensorDictBase:
         """Writes a random action from the action spec into ``tensordict`` (or a new one)."""
-        shape = torch.Size(())
+        shape = _NO_DIMS
         if not self._batch_locked and tensordict is not None:
             if not self.batch_size:
                 shape = tensordict.batch_size
@@ -525,11 +525,13 @@ class EnvBase(EnvSpecsMixin, nn.Module):
                     RAND_ACTION_BATCH.format(env=self.batch_size, td=tensordict.batch_size)
                 )
         if type(tensordict) is TensorDict and not tensordict._is_locked:
-            leaves = self._root_action_leaves
+            leaves = self.__dict__["_cache"].get("root_action_leaves")
+            if leaves is None:
+                leaves = self._root_action_leaves()
             if (
                 leaves
                 and (tensordict.device is None or tensordict.device == self.device)
-                and tensordict.batch_size == (*shape, *self.batch_size)
+                and (shape or tensordict.batch_size == self.batch_size)
             ):
                 # every action leaf sits at the root: sample and write each directly (about
                 # twice as fast as sampling the composite and updating from it)
@@ -541,7 +543,6 @@ class EnvBase(EnvSpecsMixin, nn.Module):
             return action
         return tensordict.update(action)
 
-    @property
     def _root_action_leaves(self) -> list | tuple:
         """``[(key, spec)]`` of the action leaves when all sit at the root, else ``()``."""
 
