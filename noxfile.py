@@ -123,10 +123,11 @@ def downstream(session: nox.Session) -> None:
 
 @nox.session(python=PYTHON)
 def lint(session: nox.Session) -> None:
-    """ruff check, ruff format --check, and the dependency-edge check."""
+    """ruff check, ruff format --check, the private-API boundary and the dependency-edge check."""
     session.install("ruff==0.17.6")
     session.run("ruff", "check", ".")
     session.run("ruff", "format", "--check", ".")
+    session.run("python", str(ROOT / "tools" / "check_private_apis.py"), str(ROOT))
     checker = ROOT.parent / "shared" / "tools" / "check_edges.py"
     if checker.exists():
         session.run("python", str(checker), str(ROOT))

@@ -10,40 +10,42 @@ from __future__ import annotations
 import torch
 from tensordict import LazyStackedTensorDict, TensorDict, TensorDictBase
 
+from rlspecs.private_apis import foreach_copy_, td_entries, td_new
+
 
 def clone(td: TensorDictBase) -> TensorDictBase:
     """A deep copy of ``td``."""
     if type(td) is not TensorDict:
         return td.clone()
     source = {}
-    for key, value in td._tensordict.items():
+    for key, value in td_entries(td).items():
         source[key] = value.clone() if isinstance(value, torch.Tensor) else clone(value)
-    return TensorDict._new_unsafe(source, batch_size=td.batch_size, device=td.device)
+    return td_new(source, td.batch_size, td.device)
 
 
 def shallow_copy(td: TensorDictBase) -> TensorDictBase:
     """A new root tensordict holding the same leaves and sub-tensordicts."""
     if type(td) is not TensorDict:
         return td.copy()
-    return TensorDict._new_unsafe(dict(td._tensordict), batch_size=td.batch_size, device=td.device)
+    return td_new(dict(td_entries(td)), td.batch_size, td.device)
 
 
 def stack(tds: list[TensorDictBase]) -> TensorDictBase:
     """``torch.stack(tds, 0)`` for tensordicts with the same keys."""
     first = tds[0]
-    keys = first._tensordict.keys() if type(first) is TensorDict else None
+    keys = td_entries(first).keys() if type(first) is TensorDict else None
     if keys is None or any(
-        type(td) is not TensorDict or td._tensordict.keys() != keys for td in tds
+        type(td) is not TensorDict or td_entries(td).keys() != keys for td in tds
     ):
         return torch.stack(tds, 0)
     source = {}
-    for key, value in first._tensordict.items():
-        values = [td._tensordict[key] for td in tds]
+    for key, value in td_entries(first).items():
+        values = [td_entries(td)[key] for td in tds]
         source[key] = torch.stack(values, 0) if isinstance(value, torch.Tensor) else stack(values)
     device = first.device
     if any(td.device != device for td in tds):
         device = None
-    return TensorDict._new_unsafe(source, batch_size=(len(tds), *first.batch_size), device=device)
+    return td_new(source, torch.Size((len(tds), *first.batch_size)), device)
 
 
 def unbind(td: TensorDictBase) -> list[TensorDictBase]:
@@ -51,12 +53,12 @@ def unbind(td: TensorDictBase) -> list[TensorDictBase]:
     if type(td) is not TensorDict:
         return list(td.unbind(0))
     parts = [{} for _ in range(td.batch_size[0])]
-    for key, value in td._tensordict.items():
+    for key, value in td_entries(td).items():
         pieces = value.unbind(0) if isinstance(value, torch.Tensor) else unbind(value)
         for part, piece in zip(parts, pieces):
             part[key] = piece
     batch_size, device = td.batch_size[1:], td.device
-    return [TensorDict._new_unsafe(part, batch_size=batch_size, device=device) for part in parts]
+    return [td_new(part, batch_size, device) for part in parts]
 
 
 def leaves(td: TensorDictBase, prefix: tuple = ()) -> list | None:
@@ -86,7 +88,7 @@ def get_many(td: TensorDictBase, keys: list[tuple]) -> list:
             if type(node) is not TensorDict:
                 node = node.get(part, None)
             else:
-                node = node._tensordict.get(part)
+                node = td_entries(node).get(part)
             if node is None:
                 break
         out.append(node)
@@ -97,4 +99,4 @@ def copy_into(dsts: list[torch.Tensor], srcs: list) -> None:
     """``dst.copy_(src)`` for each pair whose ``src`` is not None, in one fused call."""
     pairs = [(d, s) for d, s in zip(dsts, srcs) if s is not None]
     if pairs:
-        torch._foreach_copy_([d for d, _ in pairs], [s for _, s in pairs])
+        foreach_copy_([d for d, _ in pairs], [s for _, s in pairs])

@@ -9,6 +9,7 @@ from tensordict import TensorDictBase, is_tensor_collection
 from tensordict.utils import is_non_tensor
 
 from rlspecs import Composite
+from rlspecs.private_apis import td_get_str
 
 __all__ = ["flag_done", "reduce_to_batch", "terminated_or_truncated"]
 
@@ -80,14 +81,14 @@ def _visit(
     subs: list[tuple[str, Any, Composite | None]] = []
     if spec is None:
         for name in list(node.keys()):
-            value = node._get_str(name, None)
+            value = td_get_str(node, name, None)
             if name in DONE_NAMES:
                 aggregate = value if aggregate is None else aggregate | value
             elif is_tensor_collection(value) and not is_non_tensor(value):
                 subs.append((name, value, None))
     else:
         for name, item in spec.items():
-            value = node._get_str(name, None)
+            value = td_get_str(node, name, None)
             if value is None:
                 continue
             if isinstance(item, Composite):

@@ -10,6 +10,7 @@ from tensordict.utils import NestedKey, is_non_tensor
 
 from rlcore._done import reduce_to_batch
 from rlspecs import Composite
+from rlspecs.private_apis import td_entries, td_get_str, td_is_locked
 
 __all__ = ["DoneLevel", "complete_done", "done_levels", "merge_reset"]
 
@@ -46,7 +47,7 @@ def done_levels(spec: Composite, prefix: tuple[str, ...] = ()) -> list[DoneLevel
 
 def _node(data: TensorDictBase, prefix: tuple[str, ...]) -> TensorDictBase | None:
     for name in prefix:
-        data = data._get_str(name, None)
+        data = td_get_str(data, name, None)
         if data is None:
             return None
     return data
@@ -66,7 +67,7 @@ def complete_done(
             continue
         present = {}
         for name, shape in zip(level.names, level.shapes):
-            value = node._get_str(name, None)
+            value = td_get_str(node, name, None)
             if value is None:
                 continue
             expected = leading + shape if leading else shape
@@ -120,8 +121,8 @@ def _merge_node(node: TensorDictBase, node_reset: TensorDictBase, mask: torch.Te
     for name in list(node_reset.keys()):
         if name == "_reset":
             continue
-        new = node_reset._get_str(name, None)
-        old = node._get_str(name, None)
+        new = td_get_str(node_reset, name, None)
+        old = td_get_str(node, name, None)
         if old is None:
             node.set(name, new)
         elif is_tensor_collection(new) and not is_non_tensor(new):
@@ -179,13 +180,13 @@ def _update(node: TensorDictBase, node_reset: TensorDictBase) -> None:
     if (
         type(node) is TensorDict
         and type(node_reset) is TensorDict
-        and not node._is_locked
+        and not td_is_locked(node)
         and node.batch_size == node_reset.batch_size
         and (node.device is None or node.device == node_reset.device)
     ):
-        entries = node_reset._tensordict
+        entries = td_entries(node_reset)
         if all(type(value) is torch.Tensor for value in entries.values()):
-            node._tensordict.update(entries)
+            td_entries(node).update(entries)
             return
     node.update(node_reset)
 
@@ -194,7 +195,7 @@ def _pop(data: TensorDictBase, path: tuple[str, ...]) -> torch.Tensor | None:
     node = _node(data, path[:-1])
     if node is None:
         return None
-    value = node._get_str(path[-1], None)
+    value = td_get_str(node, path[-1], None)
     if value is not None:
         node.del_(path[-1])
     return value

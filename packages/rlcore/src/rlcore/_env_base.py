@@ -16,6 +16,7 @@ from rlcore._env_specs import EnvSpecsMixin
 from rlcore._rollout import run_rollout
 from rlcore._step_mdp import StepMDP
 from rlspecs import Composite, parse_device
+from rlspecs.private_apis import td_entries, td_is_locked, td_set_str
 
 __all__ = ["EnvBase"]
 
@@ -309,7 +310,7 @@ class EnvBase(EnvSpecsMixin, nn.Module):
         if keys and type(next_td) is TensorDict:
             # fast path: every reward and done leaf is already there with its spec shape, so
             # the general path below would change nothing (it only reshapes or fills leaves)
-            entries = next_td._tensordict
+            entries = td_entries(next_td)
             for key, shape in keys:
                 value = entries.get(key)
                 if not isinstance(value, torch.Tensor) or value.shape != shape:
@@ -441,7 +442,7 @@ class EnvBase(EnvSpecsMixin, nn.Module):
     def maybe_reset(self, tensordict: TensorDictBase) -> TensorDictBase:
         """Resets the sub-envs that are done in ``tensordict`` (a root, after ``step_mdp``)."""
         if self._flat_done and type(tensordict) is TensorDict:
-            entries = tensordict._tensordict
+            entries = td_entries(tensordict)
             flag = None
             for key in self._any_done_keys:
                 value = entries.get(key)
@@ -449,7 +450,7 @@ class EnvBase(EnvSpecsMixin, nn.Module):
                     flag = value if flag is None else flag | value
             if flag is None or not bool(flag.any()):
                 return tensordict
-            tensordict._set_str("_reset", flag.clone(), inplace=False, validated=True)
+            td_set_str(tensordict, "_reset", flag.clone())
         elif not flag_done(tensordict, self.full_done_spec, "_reset"):
             return tensordict
         return self.reset(tensordict, select_reset_only=True)
@@ -524,7 +525,7 @@ class EnvBase(EnvSpecsMixin, nn.Module):
                 raise RuntimeError(
                     RAND_ACTION_BATCH.format(env=self.batch_size, td=tensordict.batch_size)
                 )
-        if type(tensordict) is TensorDict and not tensordict._is_locked:
+        if type(tensordict) is TensorDict and not td_is_locked(tensordict):
             leaves = self.__dict__["_cache"].get("root_action_leaves")
             if leaves is None:
                 leaves = self._root_action_leaves()
@@ -536,7 +537,7 @@ class EnvBase(EnvSpecsMixin, nn.Module):
                 # every action leaf sits at the root: sample and write each directly (about
                 # twice as fast as sampling the composite and updating from it)
                 for key, spec in leaves:
-                    tensordict._set_str(key, spec.rand(shape), inplace=False, validated=True)
+                    td_set_str(tensordict, key, spec.rand(shape))
                 return tensordict
         action = self.full_action_spec.rand(shape)
         if tensordict is None:
@@ -629,13 +630,13 @@ class EnvBase(EnvSpecsMixin, nn.Module):
 def _entry(tensordict: TensorDictBase, key: NestedKey) -> Any:
     """``tensordict.get(key, None)``, without its key parsing for a plain td and a str key."""
     if type(tensordict) is TensorDict and type(key) is str:
-        return tensordict._tensordict.get(key)
+        return td_entries(tensordict).get(key)
     return tensordict.get(key, None)
 
 
 def _set_next(tensordict: TensorDictBase, next_td: TensorDictBase) -> None:
     plain = type(tensordict) is TensorDict
-    preset = tensordict._tensordict.get("next") if plain else tensordict.get("next", None)
+    preset = td_entries(tensordict).get("next") if plain else tensordict.get("next", None)
     if preset is not None:
         next_td.update(preset.exclude(*next_td.keys(True, True)))
     if (
@@ -643,7 +644,7 @@ def _set_next(tensordict: TensorDictBase, next_td: TensorDictBase) -> None:
         and next_td.batch_size == tensordict.batch_size
         and (tensordict.device is None or next_td.device == tensordict.device)
     ):
-        tensordict._set_str("next", next_td, inplace=False, validated=True)
+        td_set_str(tensordict, "next", next_td)
     else:
         tensordict.set("next", next_td)
 

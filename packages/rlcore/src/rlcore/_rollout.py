@@ -19,6 +19,8 @@ from tensordict import LazyStackedTensorDict, TensorDict, TensorDictBase, is_ten
 from tensordict.nn import TensorDictModuleBase
 from torch import nn
 
+from rlspecs.private_apis import td_entries, td_new
+
 if TYPE_CHECKING:
     from rlcore._env_base import EnvBase
 
@@ -97,7 +99,7 @@ class _Layout:
 def _layout(td: Any) -> _Layout | None:
     if type(td) is not TensorDict:
         return None
-    entries = td._tensordict
+    entries = td_entries(td)
     leaves, children = [], []
     for key, value in entries.items():
         if type(value) is TensorDict:
@@ -115,7 +117,7 @@ def _layout(td: Any) -> _Layout | None:
 def _gather(td: Any, layout: _Layout, out: list) -> bool:
     if type(td) is not TensorDict:
         return False
-    entries = td._tensordict
+    entries = td_entries(td)
     if len(entries) != layout.size:
         return False
     for key in layout.leaves:
@@ -133,9 +135,7 @@ def _build(layout: _Layout, values: Iterator, make: Callable, batch: Callable) -
     source = {key: make(next(values)) for key in layout.leaves}
     for key, sub in layout.children:
         source[key] = _build(sub, values, make, batch)
-    return TensorDict._new_unsafe(
-        source, batch_size=batch(layout.batch_size), device=layout.device, nested=False
-    )
+    return td_new(source, batch(layout.batch_size), layout.device)
 
 
 class Recorder:

@@ -10,6 +10,8 @@ import torch
 from tensordict import LazyStackedTensorDict, TensorDict, TensorDictBase, is_tensor_collection
 from tensordict.utils import NestedKey, is_non_tensor, unravel_key
 
+from rlspecs.private_apis import td_entries, td_get_str, td_has_names, td_new, td_set_str
+
 if TYPE_CHECKING:
     from rlcore._env_base import EnvBase
 
@@ -55,7 +57,7 @@ def _is_node(value: Any) -> bool:
 
 
 def _set(dest: TensorDictBase, key: str, value: Any) -> None:
-    dest._set_str(key, value, inplace=False, validated=True, non_blocking=False)
+    td_set_str(dest, key, value)
 
 
 def _members(td: TensorDictBase) -> Sequence[TensorDictBase] | None:
@@ -77,7 +79,7 @@ def copy_excluding(
             filled = copy_excluding(src, dst, excluded, skip_root) or filled
         return filled
     filled = False
-    items = source._tensordict.items() if type(source) is TensorDict else _items(source)
+    items = td_entries(source).items() if type(source) is TensorDict else _items(source)
     for key, value in list(items):
         if key == skip_root:
             continue
@@ -85,7 +87,7 @@ def copy_excluding(
         if sub is None:
             continue
         if _is_node(value):
-            sub_dest = dest._get_str(key, None)
+            sub_dest = td_get_str(dest, key, None)
             new = sub_dest is None
             if new:
                 sub_dest = value.empty()
@@ -100,7 +102,7 @@ def copy_excluding(
 
 
 def _items(source: TensorDictBase) -> list[tuple[str, Any]]:
-    return [(key, source._get_str(key, None)) for key in source.keys()]
+    return [(key, td_get_str(source, key, None)) for key in source.keys()]
 
 
 def copy_selected(source: TensorDictBase, dest: TensorDictBase, selected: KeyTree) -> bool:
@@ -116,7 +118,7 @@ def copy_selected(source: TensorDictBase, dest: TensorDictBase, selected: KeyTre
         return filled
     filled = False
     for key, sub in selected.items():
-        value = source._get_str(key, None)
+        value = td_get_str(source, key, None)
         if value is None:
             continue
         if sub is None:
@@ -127,7 +129,7 @@ def copy_selected(source: TensorDictBase, dest: TensorDictBase, selected: KeyTre
             continue
         if not _is_node(value):
             continue
-        sub_dest = dest._get_str(key, None)
+        sub_dest = td_get_str(dest, key, None)
         new = sub_dest is None or sub_dest.batch_size != value.batch_size
         if new:
             sub_dest = value.empty()
@@ -148,7 +150,7 @@ class _NotDense(Exception):
 
 def _gather_dense(source: TensorDict, excluded: KeyTree, node: dict, skip: str | None) -> None:
     """Merges the entries of ``source`` not in ``excluded`` into ``node`` (nested dicts)."""
-    for key, value in source._tensordict.items():
+    for key, value in td_entries(source).items():
         if key == skip:
             continue
         sub = excluded.get(key, ...)
@@ -158,7 +160,7 @@ def _gather_dense(source: TensorDict, excluded: KeyTree, node: dict, skip: str |
             if sub is ...:
                 node[key] = value
             continue
-        if type(value) is not TensorDict or value._td_dim_names is not None:
+        if type(value) is not TensorDict or td_has_names(value):
             raise _NotDense
         child = node.get(key)
         if child is None:
@@ -178,7 +180,7 @@ def _build_dense(entries: dict, batch_size: torch.Size, device: Any) -> TensorDi
                     del entries[key]
             else:
                 del entries[key]
-    return TensorDict._new_unsafe(entries, batch_size=batch_size, device=device, nested=False)
+    return td_new(entries, batch_size, device)
 
 
 def _dense_step_mdp(
@@ -190,14 +192,14 @@ def _dense_step_mdp(
     action_keys: NestedKey | Iterable[NestedKey],
 ) -> TensorDict | None:
     """``step_mdp`` for unnamed ``TensorDict`` trees of tensors; None when that does not apply."""
-    if next_td._td_dim_names is not None:
+    if td_has_names(next_td):
         return None
     entries: dict[str, Any] = {}
     try:
         if keep_other:
             _gather_dense(tensordict, excluded, entries, "next")
         elif not exclude_action:
-            root = tensordict._tensordict
+            root = td_entries(tensordict)
             for key in _hashable(action_keys):
                 value = root.get(key) if type(key) is str else None
                 if type(value) is not torch.Tensor:
@@ -287,7 +289,7 @@ def step_mdp(
         _hashable(done_keys) if exclude_done else (),
         _hashable(action_keys) if exclude_action else (),
     )
-    next_td = tensordict._get_str("next", None)
+    next_td = td_get_str(tensordict, "next", None)
     if next_td is None:
         raise KeyError(NO_NEXT)
     if next_tensordict is None and type(tensordict) is TensorDict and type(next_td) is TensorDict:
@@ -372,7 +374,7 @@ class StepMDP:
             return LazyStackedTensorDict.lazy_stack(
                 [self(td) for td in tensordict.tensordicts], tensordict.stack_dim
             )
-        next_td = tensordict._get_str("next", None)
+        next_td = td_get_str(tensordict, "next", None)
         if (
             self.keep_other
             and self._flat
@@ -396,7 +398,7 @@ class StepMDP:
         return out
 
     def _flat_call(self, tensordict: TensorDict, next_td: TensorDict) -> TensorDict:
-        source = tensordict._tensordict
+        source = td_entries(tensordict)
         entries = {}
         for key, value in source.items():
             if key in self.exclude_from_root:
@@ -404,14 +406,13 @@ class StepMDP:
             if _is_node(value):
                 value = value.copy()
             entries[key] = value
-        next_entries = next_td._tensordict
+        next_entries = td_entries(next_td)
         for key in self._flat_next:
             value = next_entries.get(key)
             if value is not None:
                 entries[key] = value.copy() if _is_node(value) else value
-        return TensorDict._new_unsafe(
+        return td_new(
             entries,
-            batch_size=tensordict.batch_size,
-            device=tensordict.device,
-            nested=False,
+            tensordict.batch_size,
+            tensordict.device,
         )

@@ -11,6 +11,7 @@ from tensordict import TensorDict, TensorDictBase
 
 from rlcore import EnvBase
 from rlspecs import Composite
+from rlspecs.private_apis import td_new
 
 from ._info_reader import default_info_dict_reader
 
@@ -117,7 +118,7 @@ class GymLikeEnv(EnvBase):
         device = self.device
         if device is None or device.type == "cpu":
             # every tensor was made on the CPU just now: skip the constructor's per-leaf checks
-            td = TensorDict._new_unsafe(out, batch_size=self.batch_size, device=device)
+            td = td_new(out, self.batch_size, device)
         else:
             td = TensorDict(out, batch_size=self.batch_size, device=device)
         for reader in self._info_dict_readers:

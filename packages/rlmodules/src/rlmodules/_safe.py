@@ -12,6 +12,7 @@ from tensordict.utils import NestedKey, unravel_key
 from torch import nn
 
 from rlspecs import Composite, TensorSpec
+from rlspecs.private_apis import parse_to_device
 
 _MISSING_IN_KEY = (
     "{cls} could not find the in_key(s) {missing} in the input tensordict; "
@@ -52,12 +53,6 @@ def _project_outputs(module: SafeModule, args: Any, tensordict_out: Any) -> None
         value = tensordict_out.get(key, None)
         if value is not None:
             tensordict_out.set(key, spec.project(value))
-
-
-def _device_of_to_call(*args: Any, **kwargs: Any) -> torch.device | None:
-    """Returns the device an ``nn.Module.to(...)`` call targets, if any."""
-    device, _, _, _ = torch._C._nn._parse_to(*args, **kwargs)
-    return device
 
 
 class SafeModule(TensorDictModule):
@@ -188,7 +183,7 @@ class SafeModule(TensorDictModule):
 
     def to(self, *args: Any, **kwargs: Any) -> SafeModule:
         """Moves parameters, buffers and the spec (when a device is given)."""
-        device = _device_of_to_call(*args, **kwargs)
+        device = parse_to_device(*args, **kwargs)
         if device is not None:
             self._set_spec(self._spec.to(device))
         return super().to(*args, **kwargs)

@@ -21,6 +21,7 @@ from ._base import (
     parse_shape,
 )
 from ._keys import NestedKey, is_nested_key, unravel_key
+from .private_apis import td_new
 
 LOCKED = "Cannot modify a locked Composite: call unlock_() first (key {key!r})"
 NOT_A_SPEC = "Composite entries must be TensorSpec instances, got {type} for key {key!r}"
@@ -177,19 +178,19 @@ class Composite(TensorSpec):
             if not isinstance(spec, Composite):
                 return default
             try:
-                spec = spec._get_str(part)
+                spec = spec._get_entry(part)
             except KeyError:
                 return default
         return spec
 
-    def _get_str(self, key: str) -> TensorSpec:
+    def _get_entry(self, key: str) -> TensorSpec:
         return self._specs[key]
 
     def __getitem__(self, idx: Any) -> TensorSpec:
         """Look up a (nested) key, or index the batch dims when ``idx`` is not a key."""
         if isinstance(idx, str):
             try:
-                return self._get_str(idx)
+                return self._get_entry(idx)
             except KeyError:
                 raise KeyError(UNKNOWN_KEY.format(key=idx, keys=list(self.keys()))) from None
         if not is_nested_key(idx):
@@ -199,7 +200,7 @@ class Composite(TensorSpec):
             if not isinstance(spec, Composite):
                 raise KeyError(NOT_A_COMPOSITE.format(key=idx[: i + 1], cls=type(spec).__name__))
             try:
-                spec = spec._get_str(part)
+                spec = spec._get_entry(part)
             except KeyError:
                 raise KeyError(UNKNOWN_KEY.format(key=idx, keys=list(spec.keys()))) from None
         return spec
@@ -223,15 +224,15 @@ class Composite(TensorSpec):
             sub = self._specs.get(path[0])
             if sub is None:
                 sub = Composite(shape=self._shape, device=self._device)
-                self._set_str(path[0], sub)
+                self._set_entry(path[0], sub)
             elif not isinstance(sub, Composite):
                 raise KeyError(NOT_A_COMPOSITE.format(key=path[:1], cls=type(sub).__name__))
             sub.set(path[1:], spec)
             return self
-        self._set_str(path[0], spec)
+        self._set_entry(path[0], spec)
         return self
 
-    def _set_str(self, key: str, spec: TensorSpec) -> None:
+    def _set_entry(self, key: str, spec: TensorSpec) -> None:
         if not isinstance(spec, TensorSpec):
             raise TypeError(NOT_A_SPEC.format(type=type(spec).__name__, key=key))
         self._check_shape(key, spec, self._shape)
@@ -340,9 +341,7 @@ class Composite(TensorSpec):
         shape = parse_shape(shape)
         source = {key: getattr(spec, method)(shape) for key, spec in self._specs.items()}
         batch = torch.Size((*shape, *self._shape)) if shape else self._shape
-        return TensorDict._new_unsafe(
-            source=source, batch_size=batch, device=self._device, nested=False
-        )
+        return td_new(source, batch, self._device)
 
     def rand(self, shape: ShapeLike | None = None) -> TensorDict:
         """A ``TensorDict`` of random samples, batch ``(*shape, *self.shape)``."""

@@ -325,8 +325,8 @@ class StackedComposite(Stacked, Composite):
         self._device = parse_device(value)
 
     # ------------------------------------------------------------------ mapping access
-    def _get_str(self, key: str) -> TensorSpec:
-        return stack_specs([m._get_str(key) for m in self._members], self.dim)
+    def _get_entry(self, key: str) -> TensorSpec:
+        return stack_specs([m._get_entry(key) for m in self._members], self.dim)
 
     def _iter_keys(
         self, include_nested: bool, leaves_only: bool, prefix: tuple[str, ...]

@@ -12,6 +12,8 @@ import torch
 from tensordict import NestedKey, TensorDict, TensorDictBase, unravel_key
 from torch import nn
 
+from rlspecs.private_apis import td_entries, td_set_str
+
 if TYPE_CHECKING:
     from rlspecs import Composite, TensorSpec
 
@@ -91,14 +93,14 @@ def _group_of(key: NestedKey, roots: Sequence[tuple[str, ...]]) -> tuple[str, ..
 def _get(tensordict: TensorDictBase, key: NestedKey) -> Any:
     """`tensordict.get(key, None)`, without tensordict's per-call dispatch for plain root keys."""
     if type(tensordict) is TensorDict and type(key) is str:
-        return tensordict._tensordict.get(key)
+        return td_entries(tensordict).get(key)
     return tensordict.get(key, None)
 
 
 def _set(tensordict: TensorDictBase, key: NestedKey, value: torch.Tensor) -> None:
     """`tensordict.set(key, value)` for values derived from the same tensordict (no re-validation)."""
     if type(tensordict) is TensorDict and type(key) is str:
-        tensordict._set_str(key, value, inplace=False, validated=True)
+        td_set_str(tensordict, key, value)
     else:
         tensordict.set(key, value)
 
