@@ -24,6 +24,7 @@ import bench_batched
 import bench_gym
 import bench_memory
 import bench_rlcore
+import bench_scale
 import bench_startup
 import bench_step_mdp
 import numpy as np
@@ -185,6 +186,7 @@ CASES = {
     "4": ("step_mdp", _no_section(bench_step_mdp.rows)),
     "5": ("memory", bench_memory.measure),
     "6": ("spawn start-up", _no_section(bench_startup.rows)),
+    "7": ("rollout at scale", bench_scale.measure),
 }
 
 

@@ -1,0 +1,206 @@
+"""Rollout cost as the data grows (batch size, number of observation leaves), vs torchrl.
+
+A trivial env whose observation is ``leaves`` tensors of shape ``[*batch, 3]`` (views of one
+``[leaves, *batch, 3]`` result, as a vectorised env produces them), a categorical action, a
+constant reward and done flags; ``rollout(steps, break_when_any_done=False)`` with random
+actions, one thread, µs per step. Each row also shows its memory-traffic floor: the bytes a
+step records (every leaf of the returned ``[*batch, T]`` tensordict, ``"next"`` included)
+divided by the bandwidth of one large ``copy_`` measured in the same run, i.e. what writing
+the trajectory once costs at memory speed.
+
+    python benchmarks/bench_scale.py                    # CPU
+    python benchmarks/bench_scale.py --device cuda      # the same table on a GPU
+    python benchmarks/bench_scale.py --steps 100 --repeats 3 --rows "16384,1;(),50"
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import importlib.util
+import time
+from collections.abc import Callable
+from typing import Any
+
+import torch
+from _harness import Row, Target, median_per_unit
+from tensordict import TensorDict
+
+# (batch size, number of observation leaves): the rows of issue 22's table
+ROWS = (((), 1), ((64,), 1), ((1024,), 1), ((16384,), 1), ((), 10), ((), 50))
+CASE = "7. scale rollout"
+COPY_BYTES = 64 * 2**20  # large enough to miss every cache: the floor is DRAM traffic
+
+
+def make_scale_env(base: type, specs: Any) -> Callable[..., Any]:
+    """The scale env class on ``base`` (an EnvBase) with the spec classes of ``specs``."""
+
+    class ScaleEnv(base):
+        """``leaves`` observations ``[*batch, 3]``: a running sum of the actions."""
+
+        def __init__(self, leaves: int = 1, batch_size: tuple = (), device: Any = None) -> None:
+            super().__init__(batch_size=torch.Size(batch_size), device=device)
+            batch = tuple(batch_size)
+            self.observation_spec = specs.Composite(
+                {f"obs{i}": specs.Unbounded(shape=(*batch, 3)) for i in range(leaves)},
+                shape=batch,
+            )
+            self.action_spec = specs.Categorical(4, shape=(*batch, 1), dtype=torch.int64)
+            self.reward_spec = specs.Unbounded(shape=(*batch, 1))
+            self.done_spec = specs.Categorical(2, shape=(*batch, 1), dtype=torch.bool)
+            if device is not None:
+                self.to(device)
+            # plain attributes (not nn.Module buffers), out of the way of either base class
+            fields = self.__dict__
+            fields["obs_names"] = [f"obs{i}" for i in range(leaves)]
+            fields["obs_sum"] = torch.zeros(leaves, *batch, 3, device=device)
+            fields["reward_value"] = torch.ones(*batch, 1, device=device)
+            flag = torch.zeros(*batch, 1, dtype=torch.bool, device=device)
+            fields["done_value"], fields["terminated_value"] = flag, flag.clone()
+
+        def _data(self) -> dict:
+            data = dict(zip(self.obs_names, self.obs_sum.unbind(0)))
+            data.update(done=self.done_value, terminated=self.terminated_value)
+            return data
+
+        def _reset(self, tensordict):
+            self.__dict__["obs_sum"] = torch.zeros_like(self.obs_sum)
+            return TensorDict(self._data(), self.batch_size, device=self.device)
+
+        def _step(self, tensordict):
+            self.__dict__["obs_sum"] = self.obs_sum + tensordict.get("action")
+            data = self._data()
+            data["reward"] = self.reward_value
+            return TensorDict(data, self.batch_size, device=self.device)
+
+        def _set_seed(self, seed):
+            return seed
+
+    return ScaleEnv
+
+
+def copy_bandwidth(device: str = "cpu", nbytes: int = COPY_BYTES, repeats: int = 7) -> float:
+    """Bytes per second of ``dst.copy_(src)`` between two ``nbytes`` buffers (best of repeats)."""
+    src = torch.ones(nbytes // 4, device=device)
+    dst = torch.empty_like(src)
+    best = float("inf")
+    for _ in range(repeats + 1):
+        _sync(device)
+        start = time.perf_counter()
+        dst.copy_(src)
+        _sync(device)
+        best = min(best, time.perf_counter() - start)
+    return nbytes / best
+
+
+def _sync(device: str) -> None:
+    if torch.device(device).type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def recorded_bytes(rollout: Any) -> int:
+    """Bytes per step held by a rollout result (all leaves, ``"next"`` included)."""
+    leaves = rollout.values(include_nested=True, leaves_only=True)
+    total = sum(leaf.numel() * leaf.element_size() for leaf in leaves)
+    return total // rollout.batch_size[-1]
+
+
+def _stacks() -> dict[str, Callable[..., Any]]:
+    import rlcore
+    import rlspecs
+
+    stacks = {"ours": make_scale_env(rlcore.EnvBase, rlspecs)}
+    if importlib.util.find_spec("torchrl") is not None:
+        import torchrl.data
+        import torchrl.envs
+
+        stacks["torchrl"] = make_scale_env(torchrl.envs.EnvBase, torchrl.data)
+    return stacks
+
+
+def _run(env: Any, steps: int, device: str) -> None:
+    env.rollout(steps, break_when_any_done=False)
+    _sync(device)
+
+
+def _label(batch: tuple, leaves: int) -> str:
+    return f"batch {batch}, {leaves} leaf" + ("" if leaves == 1 else "s")
+
+
+def _target(batch: tuple, leaves: int) -> Target:
+    limit = 0.4 if batch and batch[0] > 1024 else (0.25 if leaves >= 50 else 0.2)
+    text = f"ours / torchrl ≤ {limit}"
+    if batch and batch[0] > 1024:
+        text += ", ours ≤ 3 × floor"
+    return Target(text, lambda v: v["ours"] <= limit * v["torchrl"])
+
+
+def measure(
+    quick: bool,
+    device: str = "cpu",
+    rows: tuple = ROWS,
+    steps: int | None = None,
+    repeats: int | None = None,
+) -> tuple[list[Row], list[str]]:
+    """The rows (µs per step, ours vs torchrl) and a section with each row's memory floor."""
+    steps = steps or (10 if quick else 300)
+    repeats = repeats or (1 if quick else 5)
+    bandwidth = copy_bandwidth(device, repeats=2 if quick else 7)
+    stacks = _stacks()
+    out: list[Row] = []
+    section = [
+        f"### 7. Scale rollout: distance to the memory floor ({device}, {steps} steps)",
+        "",
+        f"`copy_` bandwidth measured in this run: {bandwidth / 1e9:.1f} GB/s "
+        f"({COPY_BYTES // 2**20} MiB buffers). Floor = bytes recorded per step ÷ that bandwidth.",
+        "",
+        "| batch, leaves | bytes/step | floor µs | ours µs | torchrl µs | ours / torchrl "
+        "| ours / floor |",
+        "|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    for batch, leaves in rows:
+        envs = {name: cls(leaves, batch, device=device) for name, cls in stacks.items()}
+        nbytes = recorded_bytes(envs["ours"].rollout(2, break_when_any_done=False))
+        runs = {name: functools.partial(_run, env, steps, device) for name, env in envs.items()}
+        values = {k: v * 1e6 for k, v in median_per_unit(runs, steps, repeats).items()}
+        floor = nbytes / bandwidth * 1e6
+        ours, theirs = values["ours"], values.get("torchrl")
+        target = _target(batch, leaves) if theirs is not None else None
+        notes = {"ours": f"floor {floor:.3g}"}
+        out.append(Row(f"{CASE}, {_label(batch, leaves)}", "µs/step", values, notes, target))
+        ratio = f"{ours / theirs:.2f}" if theirs else ""
+        section.append(
+            f"| {batch}, {leaves} | {nbytes:,} | {floor:.3g} | {ours:.1f} | "
+            f"{theirs or float('nan'):.1f} | {ratio} | {ours / floor:.1f} |"
+        )
+        del envs
+    return out, [*section, ""]
+
+
+def _parse_rows(text: str) -> tuple:
+    rows = []
+    for item in text.split(";"):
+        batch, leaves = item.rsplit(",", 1)
+        batch = batch.strip().strip("()").strip(",")
+        rows.append((tuple(int(b) for b in batch.split(",") if b.strip()), int(leaves)))
+    return tuple(rows)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--device", default="cpu", help="torch device of the envs (e.g. cuda)")
+    parser.add_argument("--steps", type=int, default=None, help="rollout length (default 300)")
+    parser.add_argument("--repeats", type=int, default=None, help="interleaved rounds (5)")
+    parser.add_argument("--quick", action="store_true", help="smoke run: 10 steps, 1 round")
+    parser.add_argument(
+        "--rows", default=None, help='"batch,leaves" items separated by ";", e.g. "16384,1;(),50"'
+    )
+    args = parser.parse_args()
+    torch.set_num_threads(1)
+    rows = _parse_rows(args.rows) if args.rows else ROWS
+    _, section = measure(args.quick, args.device, rows, args.steps, args.repeats)
+    print("\n".join(section))
+
+
+if __name__ == "__main__":
+    main()
