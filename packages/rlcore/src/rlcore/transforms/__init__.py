@@ -3,8 +3,9 @@
 from ._base import Compose, Transform
 from ._counters import InitTracker, StepCounter
 from ._dtype import DoubleToFloat, DTypeCastTransform
+from ._images import ToTensorImage
 from ._keys import ExcludeTransform, RenameTransform, SelectTransform
-from ._observation import CatTensors, ObservationNorm, ToTensorImage
+from ._observation import CatTensors, ObservationNorm
 from ._reward import RewardClipping, RewardSum
 from ._transformed_env import TransformedEnv
 

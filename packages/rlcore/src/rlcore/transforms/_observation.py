@@ -1,4 +1,4 @@
-"""Observation transforms: `CatTensors`, `ObservationNorm`, `ToTensorImage`."""
+"""Observation transforms: `CatTensors`, `ObservationNorm`."""
 
 from __future__ import annotations
 
@@ -231,43 +231,3 @@ class ObservationNorm(Transform):
             f"initialized={self.initialized})"
         )
 
-
-class ToTensorImage(Transform):
-    """Turns channel-last images (`..., H, W, C`, often uint8) into channel-first floats in [0, 1].
-
-    Integer images are divided by 255 (`from_int=None` decides from the dtype).
-
-    Examples:
-        >>> import torch
-        >>> from tensordict import TensorDict
-        >>> td = TensorDict(pixels=torch.full((4, 5, 3), 255, dtype=torch.uint8))
-        >>> ToTensorImage()(td)["pixels"].shape
-        torch.Size([3, 4, 5])
-    """
-
-    _call_on_reset = True
-
-    def __init__(
-        self,
-        from_int: bool | None = None,
-        dtype: torch.dtype | None = None,
-        *,
-        in_keys: Sequence[NestedKey] | NestedKey | None = None,
-        out_keys: Sequence[NestedKey] | NestedKey | None = None,
-    ) -> None:
-        super().__init__(in_keys=["pixels"] if in_keys is None else in_keys, out_keys=out_keys)
-        self.from_int = from_int
-        self.dtype = torch.get_default_dtype() if dtype is None else dtype
-
-    def _apply_transform(self, obs: torch.Tensor) -> torch.Tensor:
-        from_int = not obs.is_floating_point() if self.from_int is None else self.from_int
-        obs = obs.movedim(-1, -3).to(self.dtype)
-        return obs.div(255) if from_int else obs
-
-    def _map_spec(self, spec: TensorSpec) -> Bounded:
-        shape = list(spec.shape)
-        shape[-3:] = [shape[-1], shape[-3], shape[-2]]
-        return Bounded(low=0, high=1, shape=torch.Size(shape), dtype=self.dtype, device=spec.device)
-
-    def transform_observation_spec(self, observation_spec: Composite) -> Composite:
-        return self._map_specs(observation_spec, self.in_keys, self.out_keys, self._map_spec)
