@@ -11,6 +11,7 @@ from ._env_base import EnvBase
 from ._env_creator import EnvCreator
 from ._marl import MarlGroupMapType, check_marl_grouping
 from ._model_based import ModelBasedEnvBase
+from ._optional import import_optional, missing_extra_message
 from ._pickling import CloudpickleBox, clean_worker_environ
 from ._step_mdp import StepMDP, step_mdp
 from ._version import __version__
@@ -32,5 +33,8 @@ __all__ = [
     # multi-agent
     "MarlGroupMapType",
     "check_marl_grouping",
+    # optional dependencies
+    "import_optional",
+    "missing_extra_message",
     "__version__",
 ]
