@@ -3,15 +3,22 @@
 Each package session installs that package alone (with its declared dependencies, resolved
 from the local checkout for our own packages) into a fresh virtualenv, which proves its
 dependency edges, then runs its ``tests/``. Every install goes through ``constraints.txt``.
+A reused virtualenv skips an install whose inputs (arguments, constraints, our sources) have
+not changed since the last run.
 
-    nox                  # every default session: lint, each package, integration, docs
+    nox                  # every default session: lint, each package, integration, docs, ...
     nox -s rlspecs       # one package
+    nox -s build         # wheels and sdists of every package into dist/
+    nox -s packages_py   # the package sessions on the other Pythons (3.10, 3.12, 3.13)
     nox -s demo          # the README's demo
 """
 
 from __future__ import annotations
 
+import hashlib
+import os
 import pathlib
+import shutil
 
 import nox
 import tomllib
@@ -21,6 +28,8 @@ ROOT = pathlib.Path(__file__).parent
 PACKAGES_DIR = ROOT / "packages"
 CONSTRAINTS = ("-c", str(ROOT / "constraints.txt"))
 PYTHON = "3.11"
+OTHER_PYTHONS = ["3.10", "3.12", "3.13"]
+UMBRELLA = "rlstack"  # the meta-package: no code, no tests, only extras
 
 nox.options.reuse_existing_virtualenvs = True
 nox.options.error_on_missing_interpreters = True
@@ -37,6 +46,10 @@ nox.options.sessions = [
     "integration",
     "docs",
     "bench_smoke",
+    "build",
+    "wheelhouse",
+    "tensordict_latest",
+    "tensordict_min",
 ]
 
 # Extras a package's own tests need, and our packages its tests use without depending on them.
@@ -57,7 +70,45 @@ def _pyproject(name: str) -> dict:
 
 
 def _local_packages() -> list[str]:
-    return sorted(p.parent.name for p in PACKAGES_DIR.glob("*/pyproject.toml"))
+    """Our code packages (the umbrella has none)."""
+    return sorted(
+        p.parent.name for p in PACKAGES_DIR.glob("*/pyproject.toml") if p.parent.name != UMBRELLA
+    )
+
+
+def _interpreter(version: str) -> str:
+    """``version``'s interpreter: on PATH, else pyenv's (its shims only see the active version)."""
+    root = pathlib.Path(os.environ.get("PYENV_ROOT", "~/.pyenv")).expanduser()
+    found = sorted(
+        root.glob(f"versions/{version}.*/bin/python{version}"),
+        key=lambda p: [int(x) for x in p.parts[-3].split(".") if x.isdigit()],
+    )
+    return str(found[-1]) if found else version
+
+
+def _fingerprint(args: tuple[str, ...]) -> str:
+    """A digest of an install's arguments, the constraints and every source file of ours."""
+    digest = hashlib.sha256("\0".join(args).encode())
+    digest.update((ROOT / "constraints.txt").read_bytes())
+    for path in sorted(PACKAGES_DIR.rglob("*")):
+        if path.is_file() and "__pycache__" not in path.parts and "tests" not in path.parts:
+            digest.update(str(path.relative_to(ROOT)).encode())
+            digest.update(path.read_bytes())
+    return digest.hexdigest()
+
+
+def _install(session: nox.Session, *args: str) -> None:
+    """``session.install(*args)``, skipped when a reused venv already has exactly that install."""
+    marker = (
+        pathlib.Path(session.virtualenv.location)
+        / f".installed-{hashlib.sha256(' '.join(args).encode()).hexdigest()[:16]}"
+    )
+    stamp = _fingerprint(args)
+    if marker.exists() and marker.read_text() == stamp:
+        session.log(f"unchanged since the last run, not reinstalled: {' '.join(args)[:120]}")
+        return
+    session.install(*args)
+    marker.write_text(stamp)
 
 
 def _local_closure(names: list[str]) -> list[str]:
@@ -81,17 +132,51 @@ def _local_closure(names: list[str]) -> list[str]:
 
 def _install_local(session: nox.Session, names: list[str], extras: dict[str, str]) -> None:
     targets = [f"{PACKAGES_DIR / n}{extras.get(n, '')}" for n in _local_closure(names)]
-    session.install(*CONSTRAINTS, *targets)
+    _install(session, *CONSTRAINTS, *targets)
 
 
 def _package_session(name: str):
     def run(session: nox.Session) -> None:
         _install_local(session, [name, *TEST_LOCAL_DEPS.get(name, [])], TEST_EXTRAS)
-        session.install(*CONSTRAINTS, *TEST_TOOLS)
+        _install(session, *CONSTRAINTS, *TEST_TOOLS)
         session.run("pytest", str(PACKAGES_DIR / name / "tests"), "-q", *session.posargs)
 
     run.__doc__ = f"Install {name} alone with its declared dependencies and run its tests."
     return run
+
+
+def _run_package_tests(session: nox.Session, names: list[str]) -> None:
+    """Each package's ``tests/`` in its own pytest run (their conftests are independent)."""
+    for name in names:
+        session.run("pytest", str(PACKAGES_DIR / name / "tests"), "-q", *session.posargs)
+
+
+def _declared_tensordict_floor() -> str:
+    """The lowest tensordict every package accepts (the ``>=`` of their declarations)."""
+    floors = set()
+    for name in _local_packages():
+        for req in _pyproject(name)["project"].get("dependencies", []):
+            parsed = Requirement(req)
+            if parsed.name == "tensordict":
+                floors |= {spec.version for spec in parsed.specifier if spec.operator == ">="}
+    if len(floors) != 1:
+        raise RuntimeError(f"packages declare different tensordict floors: {sorted(floors)}")
+    return floors.pop()
+
+
+def _tensordict_session(session: nox.Session, version: str | None) -> None:
+    """Every package with its test needs, then tensordict replaced by ``version`` (None: newest)."""
+    constraints = pathlib.Path(session.create_tmp()) / "constraints-no-tensordict.txt"
+    lines = (ROOT / "constraints.txt").read_text().splitlines()
+    constraints.write_text("\n".join(x for x in lines if not x.startswith("tensordict")) + "\n")
+    names = _local_packages()
+    targets = [f"{PACKAGES_DIR / n}{TEST_EXTRAS.get(n, '')}" for n in _local_closure(names)]
+    _install(session, "-c", str(constraints), *targets, *TEST_TOOLS)
+    # --no-deps past our own upper bound: the point is to see the next release break us here
+    wanted = f"tensordict=={version}" if version else "tensordict"
+    session.install("-c", str(constraints), "--upgrade", "--no-deps", wanted)
+    session.run("python", "-c", "import tensordict; print('tensordict', tensordict.__version__)")
+    _run_package_tests(session, names)
 
 
 # ----------------------------------------------------------------------------- Sessions
@@ -100,11 +185,37 @@ for _name in _local_packages():
     nox.session(name=_name, python=PYTHON)(_package_session(_name))
 
 
+@nox.session(default=False)
+@nox.parametrize("python", [_interpreter(v) for v in OTHER_PYTHONS], ids=OTHER_PYTHONS)
+def packages_py(session: nox.Session) -> None:
+    """Every package's tests on the other Pythons (one venv per Python, all packages in it).
+
+    PyPI has no CPU-only torch wheel for these Pythons, so torch comes as its default (CUDA)
+    build, which runs on the CPU: about 1 minute and 4.7 GB per Python.
+    """
+    names = _local_packages()
+    _install_local(session, names, TEST_EXTRAS)
+    _install(session, *CONSTRAINTS, *TEST_TOOLS)
+    _run_package_tests(session, names)
+
+
+@nox.session(python=PYTHON)
+def tensordict_latest(session: nox.Session) -> None:
+    """Every package's tests against the newest tensordict on the index."""
+    _tensordict_session(session, None)
+
+
+@nox.session(python=PYTHON)
+def tensordict_min(session: nox.Session) -> None:
+    """Every package's tests against the oldest tensordict our packages declare."""
+    _tensordict_session(session, _declared_tensordict_floor())
+
+
 @nox.session(python=PYTHON)
 def integration(session: nox.Session) -> None:
     """Every package with its extras; the cross-package suite in integration_tests/."""
     _install_local(session, _local_packages(), {"rllibs": "[all]"})
-    session.install(*CONSTRAINTS, *TEST_TOOLS, "pytest-rerunfailures>=14", "pyyaml", "packaging")
+    _install(session, *CONSTRAINTS, *TEST_TOOLS, "pytest-rerunfailures>=14", "pyyaml", "packaging")
     # Workers start with spawn by default; the second run gives the seed's ParallelEnv fixture
     # the fork start method, so both are exercised (see ../shared/spec/MOCKS.md, conftest).
     session.run("pytest", "integration_tests", "-q", *session.posargs)
@@ -117,7 +228,7 @@ def integration(session: nox.Session) -> None:
 def downstream(session: nox.Session) -> None:
     """A downstream project's tests, with only rlspecs, rlcore and rlmocks installed."""
     _install_local(session, ["rlmocks"], {})
-    session.install(*CONSTRAINTS, *TEST_TOOLS)
+    _install(session, *CONSTRAINTS, *TEST_TOOLS)
     session.run("pytest", "integration_tests/downstream", "-q", *session.posargs)
 
 
@@ -139,7 +250,7 @@ def lint(session: nox.Session) -> None:
 def docs(session: nox.Session) -> None:
     """Build the documentation site (mkdocs --strict) and run every example on its pages."""
     _install_local(session, _local_packages(), {"rllibs": "[gym,atari,dmc]"})
-    session.install(*CONSTRAINTS, "-r", str(ROOT / "docs" / "requirements.txt"))
+    _install(session, *CONSTRAINTS, "-r", str(ROOT / "docs" / "requirements.txt"))
     env = {"NO_MKDOCS_2_WARNING": "1"}
     session.run("mkdocs", "build", "--strict", "-f", str(ROOT / "docs" / "mkdocs.yml"), env=env)
     session.run(
@@ -151,7 +262,7 @@ def _bench_install(session: nox.Session) -> None:
     # torchrl (pinned with its tensordict in constraints.txt) runs beside ours in one process;
     # envpool is optional: pip's exit code 1 (no wheel here) leaves its column out.
     _install_local(session, ["rlbatched", "rllibs"], {"rllibs": "[gym]"})
-    session.install(*CONSTRAINTS, "torchrl", "matplotlib")
+    _install(session, *CONSTRAINTS, "torchrl", "matplotlib")
     session.run_install(
         "python", "-m", "pip", "install", *CONSTRAINTS, "envpool", success_codes=[0, 1]
     )
@@ -172,9 +283,63 @@ def bench_smoke(session: nox.Session) -> None:
     session.run("python", str(ROOT / "benchmarks" / "run.py"), "--quick", "--out", out)
 
 
+def _umbrella_pins_match() -> list[str]:
+    """Mismatches between the umbrella's pins and each package's own version."""
+    import re
+
+    versions = {}
+    for name in _local_packages():
+        text = (PACKAGES_DIR / name / "src" / name / "_version.py").read_text()
+        versions[name] = re.search(r'__version__ = "([^"]+)"', text).group(1)
+    project = _pyproject(UMBRELLA)["project"]
+    reqs = list(project["dependencies"])
+    for extra in project["optional-dependencies"].values():
+        reqs += extra
+    problems = []
+    for req in map(Requirement, reqs):
+        if req.name in versions and str(req.specifier) != f"=={versions[req.name]}":
+            problems.append(f"{UMBRELLA} pins {req}, but {req.name} is {versions[req.name]}")
+    return problems
+
+
+@nox.session(python=PYTHON)
+def build(session: nox.Session) -> None:
+    """A wheel and an sdist of every package and of the umbrella into dist/, then twine check."""
+    problems = _umbrella_pins_match()
+    if problems:
+        session.error("; ".join(problems))
+    _install(session, "build>=1.2", "twine>=5")
+    dist = ROOT / "dist"
+    shutil.rmtree(dist, ignore_errors=True)
+    for name in [*_local_packages(), UMBRELLA]:
+        session.run(
+            "python", "-m", "build", "--outdir", str(dist), str(PACKAGES_DIR / name), silent=True
+        )
+    built = sorted(dist.iterdir())
+    session.run("twine", "check", "--strict", *map(str, built))
+    for path in built:
+        session.log(f"{path.name}: {path.stat().st_size / 1024:.0f} KiB")
+
+
+@nox.session(python=PYTHON)
+def wheelhouse(session: nox.Session) -> None:
+    """Install from dist/ into fresh venvs with one pip command each, as a user would; roll out."""
+    wheels = {p.name.split("-")[0] for p in (ROOT / "dist").glob("*.whl")}
+    if wheels < {*_local_packages(), UMBRELLA}:
+        session.error("dist/ lacks wheels: run `nox -s build` first")
+    session.run(
+        "python",
+        str(ROOT / "tools" / "check_wheelhouse.py"),
+        "--dist",
+        str(ROOT / "dist"),
+        "--constraints",
+        str(ROOT / "constraints.txt"),
+    )
+
+
 @nox.session(python=PYTHON, default=False)
 def demo(session: nox.Session) -> None:
     """The README's demo: a random-policy rollout of a real env in a ParallelEnv."""
     _install_local(session, ["rlbatched", "rllibs"], {"rllibs": "[gym,mujoco,dmc]"})
-    session.install(*CONSTRAINTS, "tqdm")
+    _install(session, *CONSTRAINTS, "tqdm")
     session.run("python", str(ROOT / "examples" / "demo.py"), *session.posargs)
