@@ -13,15 +13,27 @@ from __future__ import annotations
 
 import argparse
 import functools
+import os
 import time
 
-import torch
-from tqdm import tqdm
+# The demo never renders: without a display, dm_control's default GLFW renderer only prints
+# warnings (once per worker). Set before dm_control is imported, inherited by the workers.
+if not (os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY")):
+    os.environ.setdefault("MUJOCO_GL", "disable")
 
-from rlbatched import ParallelEnv
-from rlcore import EnvCreator
-from rlcore.transforms import CatTensors, Compose, DoubleToFloat, RewardSum, TransformedEnv
-from rllibs import DMControlEnv, GymEnv
+import torch  # noqa: E402
+from tqdm import tqdm  # noqa: E402
+
+from rlbatched import ParallelEnv  # noqa: E402
+from rlcore import EnvCreator  # noqa: E402
+from rlcore.transforms import (  # noqa: E402
+    CatTensors,
+    Compose,
+    DoubleToFloat,
+    RewardSum,
+    TransformedEnv,
+)
+from rllibs import DMControlEnv, GymEnv  # noqa: E402
 
 ENVS = {"pendulum": "Pendulum-v1", "halfcheetah": "HalfCheetah-v5", "humanoid": "humanoid/walk"}
 
@@ -58,11 +70,23 @@ def make_policy(kind: str, env):
     return policy
 
 
+def positive_int(text: str) -> int:
+    """An argparse type: a whole number ≥ 1 (argparse turns the ValueError into a usage error)."""
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a whole number >= 1, got {text}")
+    return value
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--env", choices=sorted(ENVS), default="pendulum", help="the environment")
-    parser.add_argument("--workers", type=int, default=4, help="worker processes (default 4)")
-    parser.add_argument("--steps", type=int, default=2000, help="batched steps (default 2000)")
+    parser.add_argument(
+        "--workers", type=positive_int, default=4, help="worker processes (default 4)"
+    )
+    parser.add_argument(
+        "--steps", type=positive_int, default=2000, help="batched steps (default 2000)"
+    )
     parser.add_argument("--policy", choices=["random", "mlp"], default="random", help="the policy")
     parser.add_argument(
         "--start-method",
