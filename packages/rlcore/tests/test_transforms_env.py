@@ -10,7 +10,7 @@ import torch
 from _transform_envs import CountEnv, DoubleEnv
 from tensordict import TensorDict
 
-from rlcore import check_env_specs
+from rlcore import EnvBase, check_env_specs
 from rlcore.transforms import (
     Compose,
     DoubleToFloat,
@@ -20,8 +20,14 @@ from rlcore.transforms import (
     Transform,
     TransformedEnv,
 )
-from rlcore.transforms._base import MISSING_KEY_ERROR, PARENT_SET_ERROR, UNREGISTERED_KEY_ERROR
-from rlcore.transforms._transformed_env import NOT_A_TRANSFORM_ERROR
+from rlcore.transforms._base import (
+    INSERT_INDEX_ERROR,
+    MISSING_KEY_ERROR,
+    NOT_A_TRANSFORM_ERROR,
+    PARENT_SET_ERROR,
+    UNREGISTERED_KEY_ERROR,
+)
+from rlspecs import Bounded, Unbounded
 
 pytestmark = pytest.mark.filterwarnings("error")
 
@@ -101,7 +107,10 @@ def test_set_seed_and_close_are_forwarded():
 
 
 def test_non_transform_is_rejected():
-    with pytest.raises(ValueError, match=re.escape(NOT_A_TRANSFORM_ERROR.format(type="int"))):
+    with pytest.raises(
+        ValueError,
+        match=re.escape(NOT_A_TRANSFORM_ERROR.format(where="TransformedEnv", type="int")),
+    ):
         TransformedEnv(CountEnv(), 3)
 
 
@@ -267,3 +276,103 @@ def test_a_pickled_transformed_env_keeps_its_wiring():
     assert rollout["next", "step_count"].squeeze(-1).tolist() == [1, 2, 1, 2]
     copy.append_transform(InitTracker())
     assert "is_init" in copy.observation_spec.keys()
+
+
+# ------------------------------------------------------ standalone use, torchrl 0.4 hooks
+def test_spec_methods_accept_a_single_leaf_spec():
+    spec = Unbounded((3,))
+    out = Times(2.0, in_keys=["observation"]).transform_observation_spec(spec)
+    assert out is spec  # Times keeps the spec: a leaf goes through the per-key map unchanged
+    t = DoubleToFloat(in_keys=["observation"], in_keys_inv=[])
+    assert t.transform_observation_spec(Bounded(0, 1, (3,), dtype=torch.float64)).dtype == (
+        torch.float32
+    )
+
+
+def test_forward_accepts_keyword_tensors_named_after_the_in_keys():
+    out = AddOne(in_keys=["observation"])(observation=torch.zeros(2))
+    assert (out == 1).all()  # the out_keys' values come back, as with tensordict.nn modules
+
+
+def test_reset_runs_the_reset_hook_on_the_given_tensordict():
+    td = AddOne(in_keys=["observation"]).reset(TensorDict(observation=torch.zeros(1)))
+    assert td["observation"].item() == 1.0
+
+
+def test_transforms_work_inside_nn_sequential():
+    model = torch.nn.Sequential(AddOne(in_keys=["x"]), Times(3.0, in_keys=["x"]))
+    assert model(TensorDict(x=torch.zeros(1)))["x"].item() == 3.0
+
+
+def test_compose_takes_callables_and_calls_members_forward():
+    def add_key(td):
+        return td.set("seen", torch.ones(1))
+
+    compose = Compose(AddOne(in_keys=["x"]), add_key)
+    td = compose(TensorDict(x=torch.zeros(1)))
+    assert td["x"].item() == 1.0 and "seen" in td.keys()
+    with pytest.raises(ValueError, match="Compose expected a Transform or a callable"):
+        Compose(3)
+
+
+def test_compose_append_flattens_a_plain_compose_and_insert_checks_the_index():
+    compose = Compose(AddOne(in_keys=["x"]))
+    compose.append(Compose(Times(2.0, in_keys=["x"]), Times(3.0, in_keys=["x"])))
+    assert [type(t).__name__ for t in compose] == ["AddOne", "Times", "Times"]
+    assert all(t.container_ref is compose for t in compose)
+    with pytest.raises(ValueError, match=re.escape(INSERT_INDEX_ERROR.format(n=3, index=5))):
+        compose.insert(5, AddOne(in_keys=["x"]))
+    compose.insert(-1, AddOne(in_keys=["y"]))
+    assert compose[2].in_keys == ["y"]
+
+
+def test_compose_slices_are_copies_without_container():
+    env = TransformedEnv(CountEnv(), Compose(StepCounter(), RewardSum(), InitTracker()))
+    part = env.transform[1:]
+    assert isinstance(part, Compose) and len(part) == 2
+    assert part[0] is not env.transform[1] and part.container is None
+    assert [type(t).__name__ for t in env.transform[[0, 2]]] == ["StepCounter", "InitTracker"]
+
+
+def test_transformed_env_accepts_a_callable_and_a_new_transform():
+    def double(td):
+        return td.set("observation", td["observation"] * 2)
+
+    env = TransformedEnv(CountEnv(), double)
+    env.rollout(2)
+    assert env.rollout(2)["next", "observation"][-1, 0].item() == 4.0
+    env.transform = StepCounter()
+    assert "step_count" in env.observation_spec.keys()
+    env.append_transform(lambda td: td)
+    assert len(env.transform) == 2
+
+
+class ToMeta(Transform):
+    """Claims the env lives on another device and has another batch size (spec-level only)."""
+
+    def transform_env_device(self, device):
+        return torch.device("meta")
+
+    def transform_env_batch_size(self, batch_size):
+        return torch.Size([*batch_size])
+
+
+def test_env_device_and_batch_size_go_through_the_transform():
+    env = TransformedEnv(CountEnv(batch_size=(2,)), ToMeta())
+    assert env.device == torch.device("meta")
+    assert env.batch_size == (2,)
+
+
+def test_eval_and_train_switch_the_transform_mode():
+    env = TransformedEnv(CountEnv(), AddOne(in_keys=["observation"]))
+    assert env.train() is env and env.transform.training
+    assert env.eval() is env and not env.transform.training
+
+
+def test_env_base_accepts_a_dtype_argument_as_older_envs_pass_it():
+    class OldStyleEnv(CountEnv):
+        def __init__(self):
+            EnvBase.__init__(self, device="cpu", dtype=torch.float64, batch_size=torch.Size([]))
+
+    env = OldStyleEnv()
+    assert env.dtype == torch.float64 and env.device == torch.device("cpu")

@@ -126,6 +126,7 @@ class EnvBase(EnvSpecsMixin, nn.Module):
         self,
         *,
         device: torch.device | str | int | None = None,
+        dtype: torch.dtype | None = None,
         batch_size: torch.Size | tuple[int, ...] | None = None,
         run_type_checks: bool = False,
         allow_done_after_reset: bool = False,
@@ -134,6 +135,10 @@ class EnvBase(EnvSpecsMixin, nn.Module):
         state = self.__dict__
         if device is not None:
             state["_device"] = parse_device(device)
+        if dtype is not None:
+            # torchrl's older envs pass their default dtype and may read it back as `self.dtype`;
+            # the specs, not this attribute, decide the dtypes of the data
+            state["dtype"] = dtype
         if batch_size is not None:
             state["_batch_size"] = torch.Size(batch_size)
         state["_run_type_checks"] = run_type_checks

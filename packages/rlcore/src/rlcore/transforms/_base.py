@@ -10,16 +10,25 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 from tensordict import NestedKey, TensorDict, TensorDictBase, unravel_key
+from tensordict.nn import dispatch
 from torch import nn
 
+from rlspecs import Composite
 from rlspecs.private_apis import td_entries, td_set_str
 
 if TYPE_CHECKING:
-    from rlspecs import Composite, TensorSpec
+    from collections.abc import Callable
+
+    from rlspecs import TensorSpec
 
     from ._transformed_env import TransformedEnv
 
 MISSING_KEY_ERROR = "{cls}: in_key {key!r} not found in the tensordict (keys: {keys})"
+NOT_A_TRANSFORM_ERROR = (
+    "{where} expected a Transform or a callable (tensordict -> tensordict), "
+    "got an object of type {type}"
+)
+INSERT_INDEX_ERROR = "Compose.insert: index expected to be between [-{n}, {n}], got index={index}"
 PARENT_SET_ERROR = "{cls} already belongs to an env or a Compose; use transform.clone() to get a copy without parent"
 UNREGISTERED_KEY_ERROR = (
     "{cls} writes {key!r} but no spec declares it (spec keys: {keys}); "
@@ -112,15 +121,19 @@ class Transform(nn.Module):
 
     - `_apply_transform(tensor)` / `_inv_apply_transform(tensor)` for a per-key tensor map
       (applied from `in_keys` to `out_keys`, and from `out_keys_inv` to `in_keys_inv` before
-      the base env steps);
+      the base env steps: `in_keys_inv` name the entries as the base env sees them);
     - `_call(next_td)` for a map of the whole step output, `_step(td, next_td)` when the data at
-      time t is needed too, `_reset(td, td_reset)` for stateful transforms;
+      time t is needed too, `_reset(td, td_reset)` for stateful transforms (set the class
+      attribute `_call_on_reset = True` to run `_call` on reset outputs, skipping missing keys);
     - `transform_observation_spec` / `transform_reward_spec` / `transform_done_spec` /
       `transform_action_spec` / `transform_state_spec` (or the whole `transform_output_spec` /
-      `transform_input_spec`) so that the specs describe the transformed data.
+      `transform_input_spec`) so that the specs describe the transformed data. The per-group
+      methods accept a `Composite` or a single leaf spec (then transformed as the in_key's spec).
 
-    `TransformedEnv` transforms the specs once (output spec first, then input spec) and caches them;
-    per step only `_inv_call`, `_step` and `_reset` run.
+    Outside an env, `t(td)` (`forward`) applies the transform to a tensordict (stored data, a
+    replay-buffer sample, a step of a model in `nn.Sequential`) and `t.inv(td)` the inverse to a
+    shallow copy. `TransformedEnv` transforms the specs once (output spec first, then input spec)
+    and caches them; per step only `_inv_call`, `_step` and `_reset` run.
 
     Examples:
         >>> import torch
@@ -133,6 +146,7 @@ class Transform(nn.Module):
     """
 
     _call_on_reset = False  # observation-like transforms also rewrite the reset output
+    invertible = False  # torchrl's flag: whether `_inv_apply_transform` is a real inverse
 
     def __init__(
         self,
@@ -235,7 +249,7 @@ class Transform(nn.Module):
         return tensordict
 
     def _step(self, tensordict: TensorDictBase, next_tensordict: TensorDictBase) -> TensorDictBase:
-        """Transform the step output `next_tensordict`; `tensordict` is the (inverted) input."""
+        """Transform the step output `next_tensordict`; `tensordict` is the input at time t."""
         return self._call(next_tensordict)
 
     def _reset(
@@ -251,13 +265,25 @@ class Transform(nn.Module):
         """Rewrite the reset input before the base env sees it (identity by default)."""
         return tensordict
 
+    @dispatch(source="in_keys", dest="out_keys")
     def forward(self, tensordict: TensorDictBase) -> TensorDictBase:
-        """Apply the transform to a tensordict outside an env (e.g. on stored data)."""
+        """Apply the transform to a tensordict outside an env (stored data, a model's input).
+
+        Tensors may be passed as keyword arguments named after the in_keys instead
+        (`t(observation=x)`, nested keys joined by `_`); the out_keys' values come back.
+        """
         return self._call(tensordict)
 
     def inv(self, tensordict: TensorDictBase) -> TensorDictBase:
-        """Apply the inverse transform to a shallow copy of `tensordict`."""
+        """Apply the inverse transform to a shallow copy of `tensordict` (the input is untouched)."""
         return self._inv_call(tensordict.clone(False))
+
+    def reset(self, tensordict: TensorDictBase) -> TensorDictBase:
+        """Reset a stateful transform for the sub-envs flagged in `tensordict` (all when unflagged).
+
+        The reset output is `tensordict` itself: the transform writes its reset entries there.
+        """
+        return self._reset(tensordict, tensordict)
 
     @contextmanager
     def _tolerate_missing(self) -> Iterator[None]:
@@ -278,17 +304,32 @@ class Transform(nn.Module):
         return self._missing_tolerance
 
     # ---------------------------------------------------------------- specs
+    def transform_env_device(self, device: torch.device | None) -> torch.device | None:
+        """The device of the transformed env, given the base env's (unchanged by default)."""
+        return device
+
+    def transform_env_batch_size(self, batch_size: torch.Size) -> torch.Size:
+        """The batch size of the transformed env, given the base env's (unchanged by default)."""
+        return batch_size
+
     def transform_output_spec(self, output_spec: Composite) -> Composite:
         """Transform the output spec in place (observation, reward and done groups) and return it."""
-        output_spec["full_observation_spec"] = self.transform_observation_spec(
-            output_spec["full_observation_spec"]
-        )
+        if "full_observation_spec" in output_spec.keys():
+            output_spec["full_observation_spec"] = self.transform_observation_spec(
+                output_spec["full_observation_spec"]
+            )
         if "full_reward_spec" in output_spec.keys():
             output_spec["full_reward_spec"] = self.transform_reward_spec(
                 output_spec["full_reward_spec"]
             )
         if "full_done_spec" in output_spec.keys():
             output_spec["full_done_spec"] = self.transform_done_spec(output_spec["full_done_spec"])
+        if self.container_ref is not None:
+            # standalone calls (a spec built by hand) need not hold every key
+            self._check_registered(output_spec)
+        return output_spec
+
+    def _check_registered(self, output_spec: Composite) -> None:
         known = {unravel_key(k[1:]) for k in output_spec.keys(True) if isinstance(k, tuple)}
         for key in set(self.out_keys) - set(self.in_keys):
             if key not in known:
@@ -297,42 +338,54 @@ class Transform(nn.Module):
                         cls=type(self).__name__, key=key, keys=sorted(map(str, known))
                     )
                 )
-        return output_spec
 
     def transform_input_spec(self, input_spec: Composite) -> Composite:
         """Transform the input spec in place (action and state groups) and return it."""
+        keys = input_spec.keys()
+        if "full_state_spec" not in keys:
+            input_spec["full_state_spec"] = Composite(
+                shape=input_spec.shape, device=input_spec.device
+            )
         input_spec["full_state_spec"] = self.transform_state_spec(input_spec["full_state_spec"])
-        input_spec["full_action_spec"] = self.transform_action_spec(input_spec["full_action_spec"])
+        if "full_action_spec" in keys:
+            input_spec["full_action_spec"] = self.transform_action_spec(
+                input_spec["full_action_spec"]
+            )
         return input_spec
 
-    def transform_observation_spec(self, observation_spec: Composite) -> Composite:
+    def transform_observation_spec(self, observation_spec: TensorSpec) -> TensorSpec:
         """The observation spec after the transform (identity by default)."""
         return observation_spec
 
-    def transform_reward_spec(self, reward_spec: Composite) -> Composite:
+    def transform_reward_spec(self, reward_spec: TensorSpec) -> TensorSpec:
         """The reward spec after the transform (identity by default)."""
         return reward_spec
 
-    def transform_done_spec(self, done_spec: Composite) -> Composite:
+    def transform_done_spec(self, done_spec: TensorSpec) -> TensorSpec:
         """The done spec after the transform (identity by default)."""
         return done_spec
 
-    def transform_action_spec(self, action_spec: Composite) -> Composite:
+    def transform_action_spec(self, action_spec: TensorSpec) -> TensorSpec:
         """The action spec after the transform (identity by default)."""
         return action_spec
 
-    def transform_state_spec(self, state_spec: Composite) -> Composite:
+    def transform_state_spec(self, state_spec: TensorSpec) -> TensorSpec:
         """The state spec after the transform (identity by default)."""
         return state_spec
 
     def _map_specs(
         self,
-        spec: Composite,
+        spec: TensorSpec,
         in_keys: Sequence[NestedKey],
         out_keys: Sequence[NestedKey],
-        fn: Any,
-    ) -> Composite:
-        """Write `fn(spec[in_key])` at each out_key whose in_key is in `spec`."""
+        fn: Callable[[TensorSpec], TensorSpec],
+    ) -> TensorSpec:
+        """Write `fn(spec[in_key])` at each out_key whose in_key is in `spec`.
+
+        A leaf `spec` (not a Composite) is taken as the spec of the in_key: `fn(spec)` is returned.
+        """
+        if not isinstance(spec, Composite):
+            return fn(spec)
         keys = _spec_keys(spec)
         for in_key, out_key in zip(in_keys, out_keys):
             if in_key in keys:
@@ -432,8 +485,71 @@ class Transform(nn.Module):
         return f"{type(self).__name__}(in_keys={self.in_keys}, out_keys={self.out_keys})"
 
 
+class ObservationTransform(Transform):
+    """Base of observation-wise transforms: in_keys default to `["observation", "pixels"]`.
+
+    The transform also rewrites reset outputs (missing in_keys skipped there).
+
+    Examples:
+        >>> import torch
+        >>> from tensordict import TensorDict
+        >>> class Double(ObservationTransform):
+        ...     def _apply_transform(self, obs):
+        ...         return obs * 2
+        >>> Double()(TensorDict(observation=torch.ones(1), pixels=torch.ones(1)))["pixels"]
+        tensor([2.])
+    """
+
+    _call_on_reset = True
+
+    def __init__(
+        self,
+        in_keys: Sequence[NestedKey] | NestedKey | None = None,
+        out_keys: Sequence[NestedKey] | NestedKey | None = None,
+        in_keys_inv: Sequence[NestedKey] | NestedKey | None = None,
+        out_keys_inv: Sequence[NestedKey] | NestedKey | None = None,
+    ) -> None:
+        super().__init__(
+            in_keys=["observation", "pixels"] if in_keys is None else in_keys,
+            out_keys=out_keys,
+            in_keys_inv=in_keys_inv,
+            out_keys_inv=out_keys_inv,
+        )
+
+
+class _CallableTransform(Transform):
+    """A plain callable (tensordict -> tensordict) run on step and reset outputs."""
+
+    def __init__(self, func: Callable[[TensorDictBase], TensorDictBase]) -> None:
+        super().__init__()
+        self.func = func
+
+    def _call(self, next_tensordict: TensorDictBase) -> TensorDictBase:
+        return self.func(next_tensordict)
+
+    def _reset(
+        self, tensordict: TensorDictBase, tensordict_reset: TensorDictBase
+    ) -> TensorDictBase:
+        return self.func(tensordict_reset)
+
+    def __repr__(self) -> str:
+        return f"_CallableTransform({self.func!r})"
+
+
+def as_transform(value: Any, where: str) -> Transform:
+    """`value` itself if it is a Transform, a `_CallableTransform` for a callable, else ValueError."""
+    if isinstance(value, Transform):
+        return value
+    if callable(value):
+        return _CallableTransform(value)
+    raise ValueError(NOT_A_TRANSFORM_ERROR.format(where=where, type=type(value).__name__))
+
+
 class Compose(Transform):
     """A chain of transforms applied in order (inverse transforms in reverse order).
+
+    Members may be transforms or callables (tensordict -> tensordict). A Compose supports
+    `len`, iteration, indexing (a slice gives a new Compose of copies), `append` and `insert`.
 
     Examples:
         >>> from rlcore.transforms import RewardSum, StepCounter
@@ -442,10 +558,11 @@ class Compose(Transform):
         (2, 'StepCounter')
     """
 
-    def __init__(self, *transforms: Transform) -> None:
+    def __init__(self, *transforms: Transform | Callable[[TensorDictBase], TensorDictBase]) -> None:
         super().__init__()
         if len(transforms) == 1 and isinstance(transforms[0], (list, tuple)):
             transforms = tuple(transforms[0])
+        transforms = [as_transform(t, "Compose") for t in transforms]
         for transform in transforms:
             transform.set_container(self)
         self.transforms = nn.ModuleList(transforms)
@@ -458,6 +575,12 @@ class Compose(Transform):
         for transform in self.transforms:
             next_tensordict = transform._call(next_tensordict)
         return next_tensordict
+
+    def forward(self, tensordict: TensorDictBase) -> TensorDictBase:
+        """Call each member on `tensordict` in turn (their `forward`, as outside an env)."""
+        for transform in self.transforms:
+            tensordict = transform(tensordict)
+        return tensordict
 
     def _step(self, tensordict: TensorDictBase, next_tensordict: TensorDictBase) -> TensorDictBase:
         for transform in self.transforms:
@@ -481,12 +604,23 @@ class Compose(Transform):
             tensordict = transform._reset_env_preprocess(tensordict)
         return tensordict
 
+    def transform_env_device(self, device: torch.device | None) -> torch.device | None:
+        for transform in self.transforms:
+            device = transform.transform_env_device(device)
+        return device
+
+    def transform_env_batch_size(self, batch_size: torch.Size) -> torch.Size:
+        for transform in self.transforms:
+            batch_size = transform.transform_env_batch_size(batch_size)
+        return batch_size
+
     def transform_output_spec(self, output_spec: Composite) -> Composite:
         for transform in self.transforms:
             output_spec = transform.transform_output_spec(output_spec)
         return output_spec
 
     def transform_input_spec(self, input_spec: Composite) -> Composite:
+        # the base env's input spec passes the members in order, as its output spec does
         for transform in self.transforms:
             input_spec = transform.transform_input_spec(input_spec)
         return input_spec
@@ -496,25 +630,29 @@ class Compose(Transform):
             spec = getattr(transform, name)(spec)
         return spec
 
-    def transform_observation_spec(self, observation_spec: Composite) -> Composite:
+    def transform_observation_spec(self, observation_spec: TensorSpec) -> TensorSpec:
         return self._chain("transform_observation_spec", observation_spec)
 
-    def transform_reward_spec(self, reward_spec: Composite) -> Composite:
+    def transform_reward_spec(self, reward_spec: TensorSpec) -> TensorSpec:
         return self._chain("transform_reward_spec", reward_spec)
 
-    def transform_done_spec(self, done_spec: Composite) -> Composite:
+    def transform_done_spec(self, done_spec: TensorSpec) -> TensorSpec:
         return self._chain("transform_done_spec", done_spec)
 
-    def transform_action_spec(self, action_spec: Composite) -> Composite:
+    def transform_action_spec(self, action_spec: TensorSpec) -> TensorSpec:
         return self._chain("transform_action_spec", action_spec)
 
-    def transform_state_spec(self, state_spec: Composite) -> Composite:
+    def transform_state_spec(self, state_spec: TensorSpec) -> TensorSpec:
         return self._chain("transform_state_spec", state_spec)
 
-    def __getitem__(self, index: int | slice) -> Transform:
+    def __getitem__(self, index: int | slice | Sequence[int]) -> Transform:
+        if isinstance(index, int):
+            return self.transforms[index]
         if isinstance(index, slice):
-            return Compose(*[t.clone() for t in self.transforms[index]])
-        return self.transforms[index]
+            members = self.transforms[index]
+        else:
+            members = [self.transforms[i] for i in index]
+        return Compose(*[t.clone() for t in members])
 
     def __len__(self) -> int:
         return len(self.transforms)
@@ -522,17 +660,34 @@ class Compose(Transform):
     def __iter__(self) -> Iterator[Transform]:
         return iter(self.transforms)
 
-    def append(self, transform: Transform) -> None:
-        """Add a transform at the end of the chain."""
-        transform.set_container(self)
-        self.transforms.append(transform)
+    def append(self, transform: Transform | Callable[[TensorDictBase], TensorDictBase]) -> None:
+        """Add a transform at the end of the chain (a plain Compose adds its members)."""
+        transform = as_transform(transform, "Compose.append")
+        members = _members(transform) if type(self) is type(transform) is Compose else [transform]
+        for member in members:
+            member.set_container(self)
+            member.eval()
+            self.transforms.append(member)
         self._on_transform_change()
 
-    def insert(self, index: int, transform: Transform) -> None:
+    def insert(
+        self, index: int, transform: Transform | Callable[[TensorDictBase], TensorDictBase]
+    ) -> None:
         """Insert a transform at `index` (negative indices count from the end)."""
+        transform = as_transform(transform, "Compose.insert")
+        n = len(self.transforms)
+        if abs(index) > n:
+            raise ValueError(INSERT_INDEX_ERROR.format(n=n, index=index))
         transform.set_container(self)
-        self.transforms.insert(index, transform)
+        transform.eval()
+        self.transforms.insert(index if index >= 0 else index + n, transform)
         self._on_transform_change()
+
+    def to(self, *args: Any, **kwargs: Any) -> Compose:
+        """Move every member with its own `to` (some transforms move more than buffers)."""
+        for transform in self.transforms:
+            transform.to(*args, **kwargs)
+        return super().to(*args, **kwargs)
 
     def _on_transform_change(self) -> None:
         for transform in self.transforms:
@@ -572,3 +727,13 @@ class Compose(Transform):
     def __repr__(self) -> str:
         inner = ",\n    ".join(repr(t) for t in self.transforms)
         return f"Compose(\n    {inner})" if inner else "Compose()"
+
+
+def _members(transform: Transform) -> list[Transform]:
+    """The transforms of a plain Compose (detached from it), or `[transform]`."""
+    if type(transform) is not Compose:
+        return [transform]
+    members = list(transform)
+    for member in members:
+        member.reset_parent()
+    return members

@@ -230,4 +230,3 @@ class ObservationNorm(Transform):
             f"ObservationNorm(keys={self.in_keys}, standard_normal={self.standard_normal}, "
             f"initialized={self.initialized})"
         )
-

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -9,9 +10,8 @@ from tensordict import TensorDictBase
 from torch import nn
 
 from .._env_base import EnvBase
-from ._base import Compose, Transform
+from ._base import Compose, Transform, _members, as_transform
 
-NOT_A_TRANSFORM_ERROR = "TransformedEnv expected a Transform, got an object of type {type}"
 SPEC_ATTRIBUTE_ERROR = (
     "Could not get {attr} of the TransformedEnv because an internal error was raised; "
     "call env.transform.transform_output_spec(env.base_env.output_spec.clone()) "
@@ -54,28 +54,21 @@ _NEVER_FORWARDED = frozenset(
 )
 
 
-def _members(transform: Transform) -> list[Transform]:
-    """The transforms of a plain Compose (detached from it), or `[transform]`."""
-    if type(transform) is not Compose:
-        return [transform]
-    members = list(transform)
-    for member in members:
-        member.reset_parent()
-    return members
-
-
 class TransformedEnv(EnvBase):
     """An env whose outputs go through `transform` and whose inputs go through its inverse.
 
     Specs are the base env's specs passed through the transform, computed once and recomputed
     only when the transform changes (`append_transform`, `insert_transform`, `Compose.append`,
-    `to`). Unknown attributes are looked up on the base env; `set_seed`, `close` and `to` are
+    setting `env.transform`, `to`). The device and batch size are the base env's as the
+    transform sees them (`Transform.transform_env_device` / `transform_env_batch_size`).
+    Unknown attributes are looked up on the base env; `set_seed`, `close` and `to` are
     forwarded to it. Wrapping a `TransformedEnv` unwraps it: the result holds the inner base env
     and `Compose(inner transform, transform)` (pass `auto_unwrap=False` to keep the nesting).
 
     Args:
         base_env: the env to transform (any `EnvBase`, batched envs included).
-        transform: a `Transform`; None gives an empty `Compose`.
+        transform: a `Transform`, or a callable (tensordict -> tensordict) run on step and reset
+            outputs; None gives an empty `Compose`.
         auto_unwrap: whether to flatten a wrapped `TransformedEnv` (default True).
         device: if given, the base env is moved there first.
 
@@ -89,15 +82,15 @@ class TransformedEnv(EnvBase):
     def __init__(
         self,
         base_env: EnvBase,
-        transform: Transform | None = None,
+        transform: Transform | Callable[[TensorDictBase], TensorDictBase] | None = None,
         *,
         auto_unwrap: bool = True,
         device: torch.device | str | None = None,
     ) -> None:
         if device is not None:
             base_env = base_env.to(device)
-        if transform is not None and not isinstance(transform, Transform):
-            raise ValueError(NOT_A_TRANSFORM_ERROR.format(type=type(transform).__name__))
+        if transform is not None:
+            transform = as_transform(transform, "TransformedEnv")
         if auto_unwrap and type(base_env) is TransformedEnv and type(self) is TransformedEnv:
             members = _members(base_env.transform.clone())
             if transform is not None:
@@ -141,8 +134,7 @@ class TransformedEnv(EnvBase):
         self.__dict__["_base_env"] = env
 
     def _set_transform(self, transform: Transform, build: bool) -> None:
-        if not isinstance(transform, Transform):
-            raise ValueError(NOT_A_TRANSFORM_ERROR.format(type=type(transform).__name__))
+        transform = as_transform(transform, "TransformedEnv.transform")
         previous = self.__dict__.get("_transform")
         if previous is not None:
             previous.reset_parent()
@@ -161,20 +153,25 @@ class TransformedEnv(EnvBase):
         """Pass the base env's specs through the transform (output first, then input)."""
         transform = self.transform
         transform.empty_cache()
-        output_spec = self.base_env.output_spec.clone()
+        base_env = self.base_env
+        state = self.__dict__
+        state["_device"] = transform.transform_env_device(base_env.device)
+        state["_batch_size"] = transform.transform_env_batch_size(base_env.batch_size)
+        output_spec = base_env.output_spec.clone()
         output_spec.unlock_()
         output_spec = transform.transform_output_spec(output_spec)
-        input_spec = self.base_env.input_spec.clone()
+        input_spec = base_env.input_spec.clone()
         input_spec.unlock_()
         input_spec = transform.transform_input_spec(input_spec)
         self.output_spec = output_spec
         self.input_spec = input_spec
         self.__dict__["_has_inverse"] = transform.has_inverse
 
-    def append_transform(self, transform: Transform) -> TransformedEnv:
+    def append_transform(
+        self, transform: Transform | Callable[[TensorDictBase], TensorDictBase]
+    ) -> TransformedEnv:
         """Add `transform` after the current ones; specs are recomputed."""
-        if not isinstance(transform, Transform):
-            raise ValueError(NOT_A_TRANSFORM_ERROR.format(type=type(transform).__name__))
+        transform = as_transform(transform, "TransformedEnv.append_transform")
         current = self.transform
         if not isinstance(current, Compose):
             current.reset_parent()
@@ -182,10 +179,11 @@ class TransformedEnv(EnvBase):
         self.transform.append(transform.to(self.device) if self.device else transform)
         return self
 
-    def insert_transform(self, index: int, transform: Transform) -> TransformedEnv:
+    def insert_transform(
+        self, index: int, transform: Transform | Callable[[TensorDictBase], TensorDictBase]
+    ) -> TransformedEnv:
         """Insert `transform` at `index` in the chain; specs are recomputed."""
-        if not isinstance(transform, Transform):
-            raise ValueError(NOT_A_TRANSFORM_ERROR.format(type=type(transform).__name__))
+        transform = as_transform(transform, "TransformedEnv.insert_transform")
         current = self.transform
         if not isinstance(current, Compose):
             current.reset_parent()
@@ -248,15 +246,16 @@ class TransformedEnv(EnvBase):
         """Move the base env, the transform and the specs to `device`."""
         self._set_base_env(self.base_env.to(device))
         self.transform.to(device)
-        self.device = self.base_env.device
         self._build_specs()
         return self
 
     def train(self, mode: bool = True) -> TransformedEnv:
+        """Put the transform in training (or eval) mode; the env itself has no mode."""
         self.transform.train(mode)
         return self
 
     def eval(self) -> TransformedEnv:
+        """Put the transform in eval mode (`train(False)`)."""
         return self.train(False)
 
     def state_dict(self, *args: Any, **kwargs: Any) -> dict[str, Any]:
