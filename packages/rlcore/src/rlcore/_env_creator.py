@@ -2,19 +2,38 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections import OrderedDict
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import cloudpickle
 import torch
+from tensordict import TensorDictBase
 
 from rlcore._env_base import EnvBase
 from rlcore._env_specs import EnvSpecsMixin
+from rlcore._shared_memory import keep_shared
 from rlspecs import Composite
 
 __all__ = ["EnvCreator"]
 
 NOT_AN_ENV = "EnvCreator: the factory returned a {type}, an EnvBase was expected"
+
+
+def _shared_state(state: Mapping[str, Any]) -> OrderedDict:
+    """The entries of a state dict holding tensordicts (e.g. VecNorm's statistics), shared.
+
+    Plain tensors (buffers) are dropped: each env keeps its own.
+    """
+    out = OrderedDict()
+    for key, value in state.items():
+        if isinstance(value, TensorDictBase):
+            if not (value.is_shared() or value.is_memmap()):
+                value.share_memory_()
+            out[key] = value
+        elif isinstance(value, Mapping) and _shared_state(value):
+            out[key] = value
+    return out
 
 
 class _SpecView(EnvSpecsMixin):
@@ -34,7 +53,9 @@ class EnvCreator:
 
     At construction the factory is called once to read the specs, batch size and device of the
     envs it builds; that env is closed and dropped. Spec properties (``observation_spec``,
-    ``full_action_spec``, ``done_keys``, ...) are served from the copy kept.
+    ``full_action_spec``, ``done_keys``, ...) are served from the copy kept. The tensordicts of
+    that env's state dict (``VecNorm``'s statistics) are put in shared memory and loaded into
+    every env built, in this process or a worker (fork, spawn, forkserver): they share them.
 
     Args:
         create_env_fn: a callable returning an ``EnvBase``.
@@ -56,6 +77,7 @@ class EnvCreator:
         self.create_env_kwargs = dict(create_env_kwargs or {})
         env = self._make()
         self._meta = _SpecView(env)
+        self._shared_state = _shared_state(env.state_dict())
         env.close()
         del env
 
@@ -67,7 +89,10 @@ class EnvCreator:
 
     def __call__(self, **kwargs: Any) -> EnvBase:
         """Builds a new env (``kwargs`` update ``create_env_kwargs``)."""
-        return self._make(**kwargs)
+        env = self._make(**kwargs)
+        if self._shared_state:
+            env.load_state_dict(self._shared_state, strict=False)
+        return env
 
     @property
     def batch_size(self) -> torch.Size:
@@ -104,6 +129,8 @@ class EnvCreator:
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
         state["create_env_fn"] = cloudpickle.dumps(self.create_env_fn)
+        # handles to the shared memory, not copies, for a worker being started
+        state["_shared_state"] = keep_shared(self._shared_state)
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:

@@ -6,15 +6,16 @@ batch dims is accepted. No torchvision: resizing uses `torch.nn.functional.inter
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 import torch
 from tensordict import NestedKey
 from torch.nn import functional as F
 
-from rlspecs import Bounded, Composite, TensorSpec, Unbounded
+from rlspecs import Composite, TensorSpec
 
 from ._base import Transform
+from ._mapped_specs import spec_through
 
 __all__ = ["CenterCrop", "GrayScale", "Resize", "ToTensorImage"]
 
@@ -25,30 +26,8 @@ IMAGE_NDIM_ERROR = (
 )
 CHANNELS_ERROR = "GrayScale: expected 3 channels at dim -3 (..., C, H, W), got shape {shape}"
 CROP_SIZE_ERROR = "CenterCrop: crop ({w}, {h}) is larger than the image ({height}, {width})"
-SPEC_TYPE_ERROR = (
-    "{cls}: cannot transform the spec of {key!r} ({type}); Bounded and Unbounded are supported"
-)
 _MODES = ("nearest", "nearest-exact", "bilinear", "bicubic", "area")
 _ANTIALIAS = ("bilinear", "bicubic")
-
-
-def _image_spec(
-    cls: str, key: NestedKey, spec: TensorSpec, fn: Callable, bounded: bool = True
-) -> TensorSpec:
-    """The spec of `fn(image)`: the bounds go through `fn` (when it keeps values in the convex
-    hull of its inputs, `bounded`), the shape and dtype follow it."""
-    if isinstance(spec, Bounded) and bounded:
-        low, high = fn(spec.low), fn(spec.high)
-        return Bounded(
-            low=torch.minimum(low, high),
-            high=torch.maximum(low, high),
-            dtype=low.dtype,
-            device=spec.device,
-        )
-    if isinstance(spec, (Bounded, Unbounded)):
-        out = fn(spec.zero())
-        return Unbounded(shape=out.shape, dtype=out.dtype, device=spec.device)
-    raise TypeError(SPEC_TYPE_ERROR.format(cls=cls, key=key, type=type(spec).__name__))
 
 
 def _check_ndim(cls: str, image: torch.Tensor, ndim: int, layout: str) -> None:
@@ -73,7 +52,7 @@ class _ImageTransform(Transform):
     _keeps_bounds = True  # outputs are convex combinations of inputs: bounds map to bounds
 
     def _map_spec_at(self, key: NestedKey, spec: TensorSpec) -> TensorSpec:
-        return _image_spec(
+        return spec_through(
             type(self).__name__, key, spec, self._apply_transform, self._keeps_bounds
         )
 
