@@ -15,7 +15,6 @@ from rlspecs import Bounded, Composite, TensorSpec, Unbounded
 
 from .._shared_memory import keep_shared, starting_process
 from ._base import Compose, Transform, _get
-from ._observation import ObservationNorm
 
 __all__ = ["VecNorm"]
 
@@ -275,8 +274,13 @@ class VecNorm(Transform):
         return self._map_specs(reward_spec, self.in_keys, self.out_keys, self._unbounded)
 
     # ------------------------------------------------------------------ conversions
-    def to_observation_norm(self) -> ObservationNorm | Compose:
-        """A fixed `ObservationNorm` per key with the current mean and std (for inference)."""
+    def to_observation_norm(self) -> Transform:
+        """A fixed `ObservationNorm` per key with the current mean and std (for inference).
+
+        One key gives an `ObservationNorm`, several a `Compose` of them.
+        """
+        from . import ObservationNorm  # the package's name, wherever the module defining it
+
         norms = []
         for in_key, out_key in zip(self.in_keys, self.out_keys):
             if self._td is None or _append_last(in_key, "_sum") not in self._td.keys(True, True):
