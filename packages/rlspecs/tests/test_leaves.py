@@ -11,7 +11,7 @@ import torch
 from rlspecs_cases import CUDA, LEAF_FACTORIES
 
 from rlspecs import Bounded, OneHot, TensorSpec
-from rlspecs._base import ENCODE_SHAPE, EXPAND_SHAPE, SQUEEZE_DIM
+from rlspecs._base import ENCODE_SHAPE, EXPAND_SHAPE
 
 
 def test_rand_lies_in_spec(leaf):
@@ -130,11 +130,10 @@ def test_squeeze_without_dim_removes_size_one_batch_dims(leaf):
     assert spec.squeeze() == leaf.squeeze()
 
 
-def test_squeeze_of_wide_dim_names_it(leaf):
+def test_squeeze_of_wide_dim_keeps_the_spec(leaf):
+    """As ``torch.squeeze`` (and torchrl 0.4): a dim wider than 1 is left alone."""
     spec = leaf.expand(2, *leaf.shape)
-    message = SQUEEZE_DIM.format(dim=0, cls=type(leaf).__name__, shape=spec.shape, size=2)
-    with pytest.raises(ValueError, match=re.escape(message)):
-        spec.squeeze(0)
+    assert spec.squeeze(0) is spec
 
 
 @pytest.mark.parametrize("index", [0, slice(0, 2), torch.tensor([0, 2]), (Ellipsis, 0)], ids=str)

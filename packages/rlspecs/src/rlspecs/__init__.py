@@ -1,13 +1,14 @@
 """Typed tensor specs: shapes, dtypes, devices and domains of reinforcement-learning data."""
 
-from ._base import TensorSpec, parse_device, parse_shape
+from ._base import DEVICE_TYPING, TensorSpec, parse_device, parse_shape
 from ._bounded import Bounded
 from ._categorical import Binary, Categorical, MultiCategorical
 from ._composite import Composite
+from ._errors import SpecKeyTypeError, SpecShapeError, SpecStackError
 from ._keys import NestedKey, is_nested_key, unravel_key
 from ._non_tensor import NonTensor
 from ._one_hot import MultiOneHot, OneHot
-from ._spaces import BoxList, CategoricalBox, ContinuousBox
+from ._spaces import BinaryBox, Box, BoxList, CategoricalBox, ContinuousBox, DiscreteBox
 from ._stack import Stacked, StackedComposite, stack_specs
 from ._unbounded import Unbounded
 from ._utils import consolidate_spec, make_composite_from_td
@@ -44,9 +45,16 @@ __all__ = [
     "Stacked",
     "StackedComposite",
     # domains
+    "Box",
     "ContinuousBox",
     "CategoricalBox",
+    "DiscreteBox",
+    "BinaryBox",
     "BoxList",
+    # errors
+    "SpecShapeError",
+    "SpecStackError",
+    "SpecKeyTypeError",
     # helpers
     "stack_specs",
     "make_composite_from_td",
@@ -56,6 +64,7 @@ __all__ = [
     "unravel_key",
     "parse_device",
     "parse_shape",
+    "DEVICE_TYPING",
     "__version__",
     # seed-era aliases
     "CompositeSpec",

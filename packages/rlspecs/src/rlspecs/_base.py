@@ -1,15 +1,19 @@
-"""The abstract base of every spec, plus shape and device parsing shared by all specs."""
+"""The abstract base of every spec, plus shape, device and index parsing shared by all specs."""
 
 from __future__ import annotations
 
 import copy
-from collections.abc import Sequence
+import os
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 import torch
 
-DeviceLike = torch.device | str | int | None
+from ._errors import SpecShapeError
+
+DEVICE_TYPING = torch.device | str | int
+DeviceLike = DEVICE_TYPING | None
 ShapeLike = int | Sequence[int] | torch.Size
 
 BAD_DEVICE = "cannot parse device {device!r}: expected None, an int, a str such as 'cpu' or 'cuda:0', or a torch.device"
@@ -21,12 +25,40 @@ EXPAND_SHAPE = (
 UNSQUEEZE_DIM = (
     "cannot unsqueeze a {cls} of shape {shape} at dim {dim}: it would split the domain dims"
 )
-SQUEEZE_DIM = (
-    "cannot squeeze dim {dim} of a {cls} of shape {shape}: that dim has size {size}, not 1"
+SQUEEZE_DOMAIN = (
+    "cannot squeeze dim {dim} of a {cls} of shape {shape}: it is a domain dim "
+    "(the final dimension must remain unchanged)"
+)
+UNBIND_DIM = (
+    "cannot unbind a {cls} of shape {shape} along dim {dim}: expected a batch dim in "
+    "[-{ndim}, {nbatch}) (domain dims cannot be unbound)"
+)
+RESHAPE_DOMAIN = (
+    "cannot reshape a {cls} of shape {shape} to {new}: the trailing domain dims {domain} must stay"
 )
 TOO_MANY_INDICES = "too many indices for a spec of shape {shape}: {idx!r}"
+ONE_ELLIPSIS = "an index can only have a single ellipsis (`...`), got {idx!r}"
+INDEX_OUT_OF_RANGE = "index {index} is out of bounds for dim {dim} of size {size} (spec shape {shape})"
+BOOL_INDEX_SHAPE = "boolean index of shape {got} does not match dims {expected} of spec shape {shape}"
+BAD_INDEX = (
+    "cannot index a spec with {type}: expected ints, slices, None, ..., ranges, lists, "
+    "arrays or tensors"
+)
+NESTED_LIST_INDEX = (
+    "nested-list index {idx!r} is ambiguous (torch reads it as a tuple of indices today and as "
+    "a tensor index later): pass a tensor or a tuple instead. Pending resolution of "
+    "https://github.com/pytorch/pytorch/issues/100080."
+)
 NO_RAND = "{cls} does not implement rand"
+NO_INDEX = (
+    "{cls}.index is not defined: only one-hot and categorical specs index tensors with their values"
+)
 NOT_IN_SPEC = "value of shape {shape} and dtype {dtype} is not in {spec!r}"
+TYPE_CHECK = "value.dtype={got} but {cls}.dtype={expected}{where}"
+
+# ``CHECK_SPEC_ENCODE=1`` in the environment makes ``to_numpy`` (and friends) check membership
+# by default, as in torchrl; read once, at import.
+CHECK_SPEC_ENCODE = os.environ.get("CHECK_SPEC_ENCODE", "").lower() in {"1", "true", "yes", "on"}
 
 
 def parse_device(device: DeviceLike) -> torch.device | None:
@@ -101,18 +133,42 @@ def expand_shape(old: torch.Size, new: torch.Size, cls: str) -> torch.Size:
     return torch.Size((*new[:lead], *tail))
 
 
+def _index_part(part: Any, idx: Any) -> Any:
+    """One component of an index, with lists, ranges and arrays turned into tensors."""
+    if isinstance(part, np.integer):
+        return int(part)
+    if isinstance(part, range):
+        return torch.arange(part.start, part.stop, part.step)
+    if isinstance(part, (list, tuple)):
+        if any(isinstance(p, (list, tuple)) for p in part):
+            raise NotImplementedError(NESTED_LIST_INDEX.format(idx=idx))
+        return torch.as_tensor(part)
+    if isinstance(part, np.ndarray):
+        return torch.as_tensor(part)
+    return part
+
+
 def normalize_index(idx: Any, shape: torch.Size) -> tuple:
-    """Spell out an index over ``shape`` as a tuple without ``Ellipsis``.
+    """Spell out an index over ``shape`` as a checked tuple without ``Ellipsis``.
 
     Specs index their batch dims only, so ``...`` must be resolved against the batch shape
-    before the index reaches entries that have more dims.
+    before the index reaches entries that have more dims. Lists, ranges and arrays become
+    tensors; out-of-range indices, two ellipses and too many indices raise ``IndexError``; a
+    nested list raises ``NotImplementedError`` (torch itself reads it two ways).
 
     Examples:
         >>> normalize_index((Ellipsis, 0), torch.Size([3, 2]))
         (slice(None, None, None), 0)
     """
-    if not isinstance(idx, tuple):
-        idx = (idx,)
+    if isinstance(idx, list):
+        idx = (_index_part(idx, idx),)
+    elif isinstance(idx, tuple):
+        idx = tuple(_index_part(i, idx) for i in idx)
+    else:
+        idx = (_index_part(idx, idx),)
+    ellipses = sum(i is Ellipsis for i in idx)
+    if ellipses > 1:
+        raise IndexError(ONE_ELLIPSIS.format(idx=idx))
     used = sum(
         i.ndim if isinstance(i, torch.Tensor) and i.dtype == torch.bool else 1
         for i in idx
@@ -120,14 +176,68 @@ def normalize_index(idx: Any, shape: torch.Size) -> tuple:
     )
     if used > len(shape):
         raise IndexError(TOO_MANY_INDICES.format(shape=tuple(shape), idx=idx))
-    for k, i in enumerate(idx):
-        if i is Ellipsis:
-            return idx[:k] + (slice(None),) * (len(shape) - used) + idx[k + 1 :]
+    if ellipses:
+        k = next(k for k, i in enumerate(idx) if i is Ellipsis)
+        idx = idx[:k] + (slice(None),) * (len(shape) - used) + idx[k + 1 :]
+    _check_index_bounds(idx, shape)
     return idx
+
+
+def _check_index_bounds(idx: tuple, shape: torch.Size) -> None:
+    dim = 0
+    for part in idx:
+        if part is None:
+            continue
+        if isinstance(part, slice):
+            dim += 1
+        elif isinstance(part, int):
+            size = shape[dim]
+            if not -size <= part < size:
+                raise IndexError(
+                    INDEX_OUT_OF_RANGE.format(index=part, dim=dim, size=size, shape=tuple(shape))
+                )
+            dim += 1
+        elif isinstance(part, torch.Tensor):
+            if part.dtype == torch.bool:
+                expected = shape[dim : dim + part.ndim]
+                if part.shape != expected:
+                    raise IndexError(
+                        BOOL_INDEX_SHAPE.format(
+                            got=tuple(part.shape), expected=tuple(expected), shape=tuple(shape)
+                        )
+                    )
+                dim += part.ndim
+                continue
+            if part.is_floating_point() or part.is_complex():
+                raise IndexError(BAD_INDEX.format(type=f"a {part.dtype} tensor"))
+            size = shape[dim]
+            if part.numel() and (int(part.max()) >= size or int(part.min()) < -size):
+                bad = part[(part >= size) | (part < -size)].reshape(-1)[0].item()
+                raise IndexError(
+                    INDEX_OUT_OF_RANGE.format(index=bad, dim=dim, size=size, shape=tuple(shape))
+                )
+            dim += 1
+        else:
+            raise IndexError(BAD_INDEX.format(type=type(part).__name__))
+
+
+def indexed_shape(shape: torch.Size, idx: tuple) -> torch.Size:
+    """The shape that indexing a tensor of ``shape`` with a normalized ``idx`` gives."""
+    return torch.empty(shape, device="meta")[idx].shape
+
+
+def _index_tensor(value: torch.Tensor, idx: tuple) -> torch.Tensor:
+    if any(isinstance(i, torch.Tensor) and i.device != value.device for i in idx):
+        idx = tuple(i.to(value.device) if isinstance(i, torch.Tensor) else i for i in idx)
+    return value[idx]
 
 
 def _is_floating(dtype: torch.dtype) -> bool:
     return dtype.is_floating_point or dtype.is_complex
+
+
+# torch functions that specs implement (``torch.stack(specs, dim)`` and the like)
+SPEC_HANDLED_FUNCTIONS: dict[Callable, Callable] = {}
 
 
 class TensorSpec:
@@ -136,17 +246,24 @@ class TensorSpec:
     A leaf built with ``device=None`` lives on torch's default device (the CPU unless changed).
 
     Subclasses implement ``rand`` and ``_in_domain`` (and ``_project`` when values can leave the
-    domain). ``shape``, ``dtype`` and ``device`` are plain, assignable attributes.
+    domain). ``shape``, ``dtype`` and ``device`` are plain, assignable attributes; so are
+    ``space`` and ``domain`` (as in torchrl, where they are dataclass fields): assigning one
+    replaces what the attribute reports, not the spec's bounds or categories.
 
     Examples:
         >>> from rlspecs import Unbounded
         >>> spec = Unbounded(3)
         >>> spec.rand((2,)).shape
         torch.Size([2, 3])
+        >>> spec.ndimension(), spec.to_numpy(torch.zeros(3)).shape
+        (1, (3,))
     """
 
     # tensor attributes that have the spec's full shape (indexed, expanded, moved with the spec)
     _tensor_attrs: tuple[str, ...] = ()
+    # optional tensor attributes (None or a tensor) shaped (*batch dims, *own trailing dims),
+    # where the batch dims are the spec's dims before its domain dims (the action mask)
+    _batch_attrs: tuple[str, ...] = ()
     # trailing dims that belong to the domain (a one-hot's last dim): never indexed nor squeezed
     _domain_ndim: int = 0
 
@@ -168,9 +285,43 @@ class TensorSpec:
         """Number of dims of the spec's shape."""
         return len(self.shape)
 
+    def ndimension(self) -> int:
+        """Number of dims of the spec's shape (same as ``ndim``)."""
+        return len(self.shape)
+
     def numel(self) -> int:
         """Number of elements of a sample (product of the shape)."""
         return self.shape.numel()
+
+    @property
+    def space(self) -> Any:
+        """The domain's descriptor (a box); assignable, as in torchrl."""
+        override = self.__dict__.get("_space")
+        return self._default_space() if override is None else override
+
+    @space.setter
+    def space(self, value: Any) -> None:
+        self.__dict__["_space"] = value
+
+    def _default_space(self) -> Any:
+        return None
+
+    @property
+    def domain(self) -> str:
+        """``"continuous"``, ``"discrete"`` or ``"composite"``; assignable, as in torchrl."""
+        override = self.__dict__.get("_domain")
+        return self._default_domain() if override is None else override
+
+    @domain.setter
+    def domain(self, value: str) -> None:
+        self.__dict__["_domain"] = value
+
+    def _default_domain(self) -> str:
+        return "continuous" if self.dtype is not None and _is_floating(self.dtype) else "discrete"
+
+    def clear_device_(self) -> TensorSpec:
+        """A no-op on leaves, which always have a device; returns ``self``."""
+        return self
 
     def _full_shape(self, shape: ShapeLike | None) -> torch.Size:
         if not shape:
@@ -212,6 +363,16 @@ class TensorSpec:
                 )
             )
 
+    def type_check(self, value: torch.Tensor, key: Any = None) -> None:
+        """Raise a ``TypeError`` naming ``key`` when ``value``'s dtype is not the spec's."""
+        if value.dtype is not self.dtype:
+            where = "" if key is None else f" (key {key!r})"
+            raise TypeError(
+                TYPE_CHECK.format(
+                    got=value.dtype, cls=type(self).__name__, expected=self.dtype, where=where
+                )
+            )
+
     def project(self, val: torch.Tensor) -> torch.Tensor:
         """Map ``val`` into the domain (clamp or round); values already inside are returned as is."""
         if self.is_in(val):
@@ -225,7 +386,8 @@ class TensorSpec:
         """Turn a NumPy array, Python scalar or tensor into a tensor of this spec's dtype/device.
 
         A value whose shape differs from the spec's but holds as many elements is reshaped; any
-        other shape mismatch raises a ``ValueError`` naming both shapes.
+        other shape mismatch raises a ``SpecShapeError`` (a ``ValueError`` and a
+        ``RuntimeError``) naming both shapes.
         """
         device = None if ignore_device else self.device
         if isinstance(val, np.ndarray) and not val.flags.writeable:
@@ -235,11 +397,26 @@ class TensorSpec:
         ndim = len(shape)
         if val.shape != shape and not (val.ndim > ndim and val.shape[val.ndim - ndim :] == shape):
             if val.numel() != shape.numel():
-                raise ValueError(
+                raise SpecShapeError(
                     ENCODE_SHAPE.format(got=val.shape, cls=type(self).__name__, expected=shape)
                 )
             val = val.reshape(shape)
         return val
+
+    def to_numpy(self, val: torch.Tensor, safe: bool | None = None) -> np.ndarray:
+        """The NumPy array of ``val``; with ``safe`` (default: ``CHECK_SPEC_ENCODE``) check it first.
+
+        Raises ``AssertionError`` when ``safe`` and ``val`` is not in the spec.
+        """
+        if safe is None:
+            safe = CHECK_SPEC_ENCODE
+        if safe:
+            self.assert_is_in(val)
+        return val.detach().cpu().numpy()
+
+    def index(self, index: torch.Tensor, tensor_to_index: torch.Tensor) -> torch.Tensor:
+        """Pick entries of ``tensor_to_index`` with values of this spec (one-hot or labels)."""
+        raise NotImplementedError(NO_INDEX.format(cls=type(self).__name__))
 
     # ------------------------------------------------------------------ copies and moves
     def _replace(self, **attrs: Any) -> TensorSpec:
@@ -252,9 +429,20 @@ class TensorSpec:
         """Attributes (beyond ``shape``) that change when the spec takes a new shape."""
         return {}
 
+    def _batch_attr_values(self) -> dict[str, torch.Tensor]:
+        """The optional batch attributes that are set (not None)."""
+        out = {}
+        for a in self._batch_attrs:
+            value = getattr(self, a)
+            if value is not None:
+                out[a] = value
+        return out
+
     def clone(self) -> TensorSpec:
         """Return a deep copy: tensors are copied, nothing is shared with ``self``."""
-        return self._replace(**{a: getattr(self, a).clone() for a in self._tensor_attrs})
+        attrs = {a: getattr(self, a).clone() for a in self._tensor_attrs}
+        attrs.update({a: v.clone() for a, v in self._batch_attr_values().items()})
+        return self._replace(**attrs)
 
     def to(self, dest: DeviceLike | torch.dtype) -> TensorSpec:
         """Return the spec on another device (or with another dtype); ``self`` if nothing changes.
@@ -268,9 +456,9 @@ class TensorSpec:
         device = parse_device(dest)
         if device is None or device == self.device:
             return self
-        return self._replace(
-            device=device, **{a: getattr(self, a).to(device) for a in self._tensor_attrs}
-        )
+        attrs = {a: getattr(self, a).to(device) for a in self._tensor_attrs}
+        attrs.update({a: v.to(device) for a, v in self._batch_attr_values().items()})
+        return self._replace(device=device, **attrs)
 
     def _cast_attrs(self, dtype: torch.dtype) -> dict[str, Any]:
         return {}
@@ -284,35 +472,73 @@ class TensorSpec:
         return self.to("cuda" if device is None else f"cuda:{device}")
 
     # ------------------------------------------------------------------ shape operations
+    @property
+    def _nbatch(self) -> int:
+        return len(self.shape) - self._domain_ndim
+
     def _reshaped(self, shape: torch.Size) -> TensorSpec:
-        """Same elements, new shape (squeeze/unsqueeze): tensor attributes are reshaped."""
-        return self._replace(
-            shape=shape, **{a: getattr(self, a).reshape(shape) for a in self._tensor_attrs}
-        )
+        """Same elements, new shape (squeeze/unsqueeze/reshape): tensor attributes follow."""
+        attrs = {a: getattr(self, a).reshape(shape) for a in self._tensor_attrs}
+        nbatch, new_nbatch = self._nbatch, len(shape) - self._domain_ndim
+        for a, value in self._batch_attr_values().items():
+            attrs[a] = value.reshape(*shape[:new_nbatch], *value.shape[nbatch:])
+        return self._replace(shape=shape, **attrs, **self._resized(shape))
 
     def expand(self, *shape: int) -> TensorSpec:
         """Return the spec with extra leading batch dims (or size-1 dims grown); ``-1`` keeps a dim."""
         new = expand_shape(self.shape, _shape_args(shape), type(self).__name__)
-        return self._replace(
-            shape=new,
-            **{a: getattr(self, a).expand(new).clone() for a in self._tensor_attrs},
-            **self._resized(new),
+        attrs = {a: getattr(self, a).expand(new).clone() for a in self._tensor_attrs}
+        nbatch, new_nbatch = self._nbatch, len(new) - self._domain_ndim
+        for a, value in self._batch_attr_values().items():
+            attrs[a] = value.expand(*new[:new_nbatch], *value.shape[nbatch:])
+        return self._replace(shape=new, **attrs, **self._resized(new))
+
+    def reshape(self, *shape: int) -> TensorSpec:
+        """Return the spec with its batch dims reshaped (``-1`` infers a dim); ``view`` is the same.
+
+        The domain dims (a one-hot's last dim) must stay the trailing dims.
+        """
+        new = torch.empty(self.shape, device="meta").reshape(_shape_args(shape)).shape
+        domain = self.shape[self._nbatch :]
+        if self._domain_ndim and new[len(new) - self._domain_ndim :] != domain:
+            raise ValueError(
+                RESHAPE_DOMAIN.format(
+                    cls=type(self).__name__, shape=self.shape, new=new, domain=tuple(domain)
+                )
+            )
+        return self._reshaped(new)
+
+    view = reshape
+
+    def flatten(self, start_dim: int, end_dim: int) -> TensorSpec:
+        """Merge dims ``start_dim..end_dim`` into one, as ``torch.flatten`` does."""
+        return self.reshape(
+            torch.empty(self.shape, device="meta").flatten(start_dim, end_dim).shape
         )
 
+    def unflatten(self, dim: int, sizes: Sequence[int]) -> TensorSpec:
+        """Split dim ``dim`` into ``sizes``, as ``torch.unflatten`` does."""
+        return self.reshape(torch.empty(self.shape, device="meta").unflatten(dim, sizes).shape)
+
     def squeeze(self, dim: int | None = None) -> TensorSpec:
-        """Remove batch dims of size 1 (all of them, or only ``dim``)."""
-        nbatch = len(self.shape) - self._domain_ndim
+        """Remove batch dims of size 1 (all of them, or only ``dim``; a wider dim is kept).
+
+        Squeezing a domain dim of size 1 (a one-hot over one category) raises ``ValueError``.
+        """
+        nbatch = self._nbatch
         if dim is None:
             keep = [i for i, s in enumerate(self.shape) if s != 1 or i >= nbatch]
         else:
             d = dim + len(self.shape) if dim < 0 else dim
             if self.shape[d] != 1:
+                return self
+            if d >= nbatch:
                 raise ValueError(
-                    SQUEEZE_DIM.format(
-                        dim=dim, cls=type(self).__name__, shape=self.shape, size=self.shape[d]
-                    )
+                    SQUEEZE_DOMAIN.format(dim=dim, cls=type(self).__name__, shape=self.shape)
                 )
             keep = [i for i in range(len(self.shape)) if i != d]
+        if len(keep) == len(self.shape):
+            return self
         return self._reshaped(torch.Size([self.shape[i] for i in keep]))
 
     def unsqueeze(self, dim: int) -> TensorSpec:
@@ -326,30 +552,40 @@ class TensorSpec:
         return self._reshaped(torch.Size((*self.shape[:d], 1, *self.shape[d:])))
 
     def __getitem__(self, idx: Any) -> TensorSpec:
-        """Index the batch dims (int, slice, tensor, ellipsis), as one would index a sample."""
-        nbatch = len(self.shape) - self._domain_ndim
-        batch = torch.empty(self.shape[:nbatch], device="meta")[idx].shape
-        new = torch.Size((*batch, *self.shape[nbatch:]))
-        attrs = {}
-        for a in self._tensor_attrs:
-            val = getattr(self, a)
-            if isinstance(idx, torch.Tensor):
-                idx = idx.to(val.device)
-            attrs[a] = val[idx]
+        """Index the batch dims (int, slice, range, list, array, tensor, None, ellipsis).
+
+        Indexing works as on a sample; the domain dims (a one-hot's last dim) are never indexed.
+        """
+        nbatch = self._nbatch
+        idx = normalize_index(idx, self.shape[:nbatch])
+        new = torch.Size((*indexed_shape(self.shape[:nbatch], idx), *self.shape[nbatch:]))
+        attrs = {a: _index_tensor(getattr(self, a), idx) for a in self._tensor_attrs}
+        attrs.update({a: _index_tensor(v, idx) for a, v in self._batch_attr_values().items()})
         return self._replace(shape=new, **attrs, **self._resized(new))
 
     def unbind(self, dim: int = 0) -> tuple[TensorSpec, ...]:
         """Split the spec along batch dim ``dim`` into ``shape[dim]`` specs."""
+        nbatch = self._nbatch
         d = dim + self.ndim if dim < 0 else dim
+        if not 0 <= d < nbatch:
+            raise ValueError(
+                UNBIND_DIM.format(
+                    cls=type(self).__name__, shape=self.shape, dim=dim, ndim=self.ndim, nbatch=nbatch
+                )
+            )
         return tuple(self[(slice(None),) * d + (i,)] for i in range(self.shape[d]))
 
     # ------------------------------------------------------------------ comparison and display
     def _eq_fields(self) -> tuple:
         return ()
 
+    def _eq_other_class(self, other: object) -> bool:
+        """Equality with a spec of another class (torchrl 0.4 equates a few pairs)."""
+        return False
+
     def __eq__(self, other: object) -> bool:
         if type(other) is not type(self):
-            return False
+            return self._eq_other_class(other)
         if (
             self.shape != other.shape
             or self.dtype != other.dtype
@@ -357,6 +593,13 @@ class TensorSpec:
             or self._eq_fields() != other._eq_fields()
         ):
             return False
+        for a in self._batch_attrs:
+            mine, theirs = getattr(self, a), getattr(other, a)
+            if (mine is None) != (theirs is None) or (
+                mine is not None
+                and (mine.shape != theirs.shape or not torch.equal(mine, theirs.to(mine.device)))
+            ):
+                return False
         return all(torch.equal(getattr(self, a), getattr(other, a)) for a in self._tensor_attrs)
 
     __hash__ = None  # equality is by value
@@ -372,11 +615,34 @@ class TensorSpec:
             f"device={self.device}{extra})"
         )
 
-    # ------------------------------------------------------------------ torch.stack support
+    # ------------------------------------------------------------------ torch function dispatch
+    @classmethod
+    def implements_for_spec(cls, torch_function: Callable) -> Callable:
+        """Register the decorated function as the spec version of ``torch_function``.
+
+        ``torch.stack``, ``torch.squeeze`` and ``torch.unsqueeze`` are registered; any other
+        torch function called on specs raises ``TypeError``.
+        """
+
+        def decorator(func: Callable) -> Callable:
+            SPEC_HANDLED_FUNCTIONS[torch_function] = func
+            return func
+
+        return decorator
+
     @classmethod
     def __torch_function__(cls, func, types, args=(), kwargs=None):
-        if func is torch.stack:
-            from ._stack import stack_specs
+        handler = SPEC_HANDLED_FUNCTIONS.get(func)
+        if handler is None or not all(issubclass(t, TensorSpec) for t in types):
+            return NotImplemented
+        return handler(*args, **(kwargs or {}))
 
-            return stack_specs(*args, **(kwargs or {}))
-        return NotImplemented
+
+@TensorSpec.implements_for_spec(torch.squeeze)
+def _squeeze(spec: TensorSpec, dim: int | None = None) -> TensorSpec:
+    return spec.squeeze(dim)
+
+
+@TensorSpec.implements_for_spec(torch.unsqueeze)
+def _unsqueeze(spec: TensorSpec, dim: int) -> TensorSpec:
+    return spec.unsqueeze(dim)

@@ -21,8 +21,10 @@ BOUNDS_ORDER = "Bounded needs low <= high everywhere, got low={low} and high={hi
 class Bounded(TensorSpec):
     """A tensor whose values lie in ``[low, high]`` (elementwise; bounds are scalars or tensors).
 
-    ``minimum``/``maximum`` are accepted for ``low``/``high``. The shape defaults to the
-    broadcast shape of the bounds. Integer dtypes sample integers with ``high`` included.
+    ``minimum``/``maximum`` are accepted for ``low``/``high`` (and ``domain=`` as in torchrl).
+    The shape defaults to the broadcast shape of the bounds. Integer dtypes sample integers
+    with ``high`` included. A ``Bounded`` whose bounds span its dtype's whole range equals the
+    ``Unbounded`` of that dtype, as in torchrl 0.4.
 
     Examples:
         >>> spec = Bounded(-1.0, 1.0, shape=(2,))
@@ -51,6 +53,7 @@ class Bounded(TensorSpec):
                     low = kwargs.pop(old)
                 else:
                     high = kwargs.pop(old)
+        domain = kwargs.pop("domain", None)
         if kwargs:
             raise TypeError(BOUNDS_KWARG.format(key=next(iter(kwargs))))
         if low is None or high is None:
@@ -78,6 +81,8 @@ class Bounded(TensorSpec):
             ) from err
         if (self.low > self.high).any():
             raise ValueError(BOUNDS_ORDER.format(low=low_t, high=high_t))
+        if domain is not None:
+            self.domain = domain
 
     @property
     def low(self) -> torch.Tensor:
@@ -99,11 +104,20 @@ class Bounded(TensorSpec):
         self._high = value
         self._cache = None
 
-    def _sampling(self) -> tuple[torch.Tensor, bool]:
-        """``(high - low, all bounds finite)``, cached until a bound is reassigned."""
+    def _sampling(self) -> tuple[torch.Tensor, bool, tuple[float, float] | None]:
+        """``(high - low, all bounds finite, (low, high) when every entry shares them)``.
+
+        Cached until a bound is reassigned.
+        """
         if self._cache is None:
-            finite = bool(torch.isfinite(self._low).all() and torch.isfinite(self._high).all())
-            self._cache = (self._high - self._low, finite)
+            low, high = self._low, self._high
+            finite = bool(torch.isfinite(low).all() and torch.isfinite(high).all())
+            scalar = None
+            if finite and low.numel():
+                lo, hi = low.reshape(-1)[0], high.reshape(-1)[0]
+                if bool((low == lo).all() and (high == hi).all()):
+                    scalar = (lo.item(), hi.item())
+            self._cache = (high - low, finite, scalar)
         return self._cache
 
     # seed-era names of the bounds
@@ -117,13 +131,7 @@ class Bounded(TensorSpec):
         """Alias of ``high``."""
         return self.high
 
-    @property
-    def domain(self) -> str:
-        """``"continuous"`` for floating dtypes, ``"discrete"`` otherwise."""
-        return "continuous" if _is_floating(self.dtype) else "discrete"
-
-    @property
-    def space(self) -> ContinuousBox:
+    def _default_space(self) -> ContinuousBox:
         """The box ``[low, high]``."""
         return ContinuousBox(self.low, self.high)
 
@@ -131,20 +139,24 @@ class Bounded(TensorSpec):
         return {"low": self.low.to(dtype), "high": self.high.to(dtype)}
 
     def rand(self, shape: ShapeLike | None = None) -> torch.Tensor:
-        """Sample uniformly in ``[low, high]`` (integers: ``high`` included)."""
+        """Sample uniformly in ``[low, high]`` (integers: ``high`` included).
+
+        Floats are drawn in place (``uniform_``) into one new tensor; a final in-place clamp
+        keeps rounding (in float16 above all) from stepping past ``high``.
+        """
         full = self._full_shape(shape)
-        low, high = self.low, self.high
         if _is_floating(self.dtype):
-            span, finite = self._sampling()
-            out = torch.rand(full, dtype=self.dtype, device=self.device).mul_(span).add_(low)
+            span, finite, scalar = self._sampling()
+            out = torch.empty(full, dtype=self.dtype, device=self.device)
+            if scalar is not None:
+                return out.uniform_(*scalar).clamp_(max=scalar[1])
+            out.uniform_().mul_(span).add_(self._low)
             if not finite:
                 # infinite bounds: fall back to normal samples clamped into the box
-                out = torch.where(
-                    torch.isfinite(out),
-                    out,
-                    torch.randn(full, dtype=self.dtype, device=self.device).clamp(low, high),
-                )
-            return out
+                normal = torch.randn(full, dtype=self.dtype, device=self.device)
+                return torch.where(torch.isfinite(out), out, normal.clamp(self._low, self._high))
+            return torch.minimum(out, self._high, out=out)
+        low, high = self._low, self._high
         r = torch.rand(full, dtype=torch.float64, device=self.device)
         low_d, high_d = low.to(torch.float64), high.to(torch.float64)
         out = (low_d + r * (high_d - low_d + 1)).floor().to(self.dtype)
@@ -158,6 +170,11 @@ class Bounded(TensorSpec):
             val = val.round()
         val = val.to(self.dtype)
         return torch.maximum(torch.minimum(val, self.high), self.low)
+
+    def _eq_other_class(self, other: object) -> bool:
+        from ._unbounded import Unbounded
+
+        return isinstance(other, Unbounded) and other._eq_other_class(self)
 
     def _repr_fields(self) -> str:
         return f"low={self.low}, high={self.high}"

@@ -9,22 +9,39 @@ import torch
 from tensordict import TensorDict, TensorDictBase
 
 from ._base import (
-    SQUEEZE_DIM,
+    CHECK_SPEC_ENCODE,
+    UNBIND_DIM,
     UNSQUEEZE_DIM,
     DeviceLike,
     ShapeLike,
     TensorSpec,
     _shape_args,
     expand_shape,
+    indexed_shape,
     normalize_index,
     parse_device,
     parse_shape,
 )
+from ._errors import SpecKeyTypeError
 from ._keys import NestedKey, is_nested_key, unravel_key
 from .private_apis import td_new
 
-LOCKED = "Cannot modify a locked Composite: call unlock_() first (key {key!r})"
-NOT_A_SPEC = "Composite entries must be TensorSpec instances, got {type} for key {key!r}"
+# "CompositeSpec." also matches torchrl's own text, "Cannot modify a locked CompositeSpec."
+LOCKED = "Cannot modify a locked CompositeSpec. Call unlock_() first (key {key!r})"
+LOCKED_SHAPE = "Cannot modify shape of locked composite spec: call unlock_() first"
+NOT_A_SPEC = (
+    "Composite entries must be TensorSpec instances (or None, or a dict of them), "
+    "got {type} for key {key!r}"
+)
+RESERVED_KEY = "CompositeSpec[{key!r}] cannot be set: {key!r} is an attribute, not a key"
+RESERVED_GET = "CompositeSpec has no key {key!r}: it is an attribute (spec.{key})"
+BAD_KEY_TYPE = "Composite keys are str or tuples of str, got {type} ({key!r})"
+DTYPE_CAST = (
+    "Only device casting is allowed with specs of type CompositeSpec: got {dest}; "
+    "cast the leaves one by one instead"
+)
+ENCODE_MISSING = "CompositeSpec.encode cannot be used with missing values: key {key!r} is {why}"
+_RESERVED = frozenset({"shape", "device", "dtype", "space"})
 UNKNOWN_KEY = "key {key!r} not found in Composite; available keys: {keys}"
 LEAF_SHAPE = (
     "the leading dims of the spec for key {key!r} (shape {spec_shape}) must match the "
@@ -35,6 +52,11 @@ TOO_MANY_ARGS = "Composite takes at most one positional argument (a mapping), go
 NOT_A_COMPOSITE = "key {key!r} leads through a {cls}, not a Composite"
 
 _NO_DEFAULT = object()
+_MISSING = object()
+
+
+def _to(spec: TensorSpec | None, device: torch.device | None) -> TensorSpec | None:
+    return None if spec is None else spec.to(device)
 
 
 class _CompositeKeys:
@@ -57,8 +79,8 @@ class _CompositeKeys:
         path = unravel_key(key)
         if len(path) > 1 and not self._nested:
             return False
-        spec = self._spec._lookup(path, None)
-        if spec is None:
+        spec = self._spec._lookup(path, _MISSING)
+        if spec is _MISSING:
             return False
         return not (self._leaves and isinstance(spec, Composite))
 
@@ -70,8 +92,14 @@ class Composite(TensorSpec):
     """A nested mapping of specs, all sharing the leading batch dims ``shape``.
 
     Keys are strings; nested keys are tuples of strings (``spec["a", "b"]``); setting a nested
-    key creates the intermediate composites. ``rand``/``zero``/``one`` return a ``TensorDict`` of
-    batch ``(*shape, *self.shape)``.
+    key creates the intermediate composites, and a dict value (in the constructor too) becomes a
+    nested composite. ``rand``/``zero``/``one`` return a ``TensorDict`` of batch
+    ``(*shape, *self.shape)``.
+
+    An entry may be ``None`` (torchrl's "incomplete" composites): such a key is listed, compared
+    and copied, but ``rand``/``zero``/``one`` leave it out, ``is_in`` and ``project`` skip it and
+    ``encode`` refuses it. The keys ``"shape"``, ``"device"``, ``"dtype"`` and ``"space"`` are
+    reserved (``AttributeError``).
 
     Examples:
         >>> from rlspecs import Unbounded
@@ -108,6 +136,9 @@ class Composite(TensorSpec):
         for key, value in kwargs.items():
             self[key] = value
 
+    def _default_domain(self) -> str:
+        return "composite"
+
     # ------------------------------------------------------------------ shape and device
     @property
     def shape(self) -> torch.Size:
@@ -116,9 +147,16 @@ class Composite(TensorSpec):
 
     @shape.setter
     def shape(self, value: ShapeLike) -> None:
+        """Set the batch dims: nested composites follow when theirs disagree; leaves must agree."""
+        if self._locked:
+            raise RuntimeError(LOCKED_SHAPE)
         value = parse_shape(value)
         for key, spec in self._specs.items():
-            self._check_shape(key, spec, value)
+            if isinstance(spec, Composite):
+                if spec.shape[: len(value)] != value:
+                    spec.shape = value
+            elif spec is not None:
+                self._check_shape(key, spec, value)
         self._shape = value
 
     batch_size = shape
@@ -132,12 +170,24 @@ class Composite(TensorSpec):
     def device(self, value: DeviceLike) -> None:
         value = parse_device(value)
         if value is not None:
-            self._specs = {k: v.to(value) for k, v in self._specs.items()}
+            self._specs = {k: _to(v, value) for k, v in self._specs.items()}
         self._device = value
+
+    def clear_device_(self) -> Composite:
+        """Forget the device of this composite and of every nested one (leaves keep theirs)."""
+        self._device = None
+        for spec in self._specs.values():
+            if spec is not None:
+                spec.clear_device_()
+        return self
 
     @property
     def ndim(self) -> int:
         """Number of batch dims."""
+        return len(self._shape)
+
+    def ndimension(self) -> int:
+        """Number of batch dims (same as ``ndim``)."""
         return len(self._shape)
 
     @staticmethod
@@ -192,13 +242,16 @@ class Composite(TensorSpec):
             try:
                 return self._get_entry(idx)
             except KeyError:
+                if idx in _RESERVED:
+                    raise AttributeError(RESERVED_GET.format(key=idx)) from None
                 raise KeyError(UNKNOWN_KEY.format(key=idx, keys=list(self.keys()))) from None
         if not is_nested_key(idx):
             return self._index(idx)
         spec: TensorSpec = self
         for i, part in enumerate(unravel_key(idx)):
             if not isinstance(spec, Composite):
-                raise KeyError(NOT_A_COMPOSITE.format(key=idx[: i + 1], cls=type(spec).__name__))
+                cls = type(spec).__name__
+                raise KeyError(NOT_A_COMPOSITE.format(key=idx[: i + 1], cls=cls))
             try:
                 spec = spec._get_entry(part)
             except KeyError:
@@ -211,37 +264,54 @@ class Composite(TensorSpec):
             return self[key]
         return self._lookup(unravel_key(key), default)
 
-    def __setitem__(self, key: NestedKey, spec: TensorSpec) -> None:
+    def __setitem__(self, key: NestedKey, spec: TensorSpec | Mapping | None) -> None:
         """Set a (nested) key; intermediate composites are created with this shape and device."""
         self.set(key, spec)
 
-    def set(self, key: NestedKey, spec: TensorSpec) -> Composite:
-        """Set ``key`` to ``spec`` (checking type and leading dims); returns ``self``."""
-        if self._locked:
-            raise RuntimeError(LOCKED.format(key=key))
+    def set(self, key: NestedKey, spec: TensorSpec | Mapping | None) -> Composite:
+        """Set ``key`` to ``spec`` (checking type and leading dims); returns ``self``.
+
+        A nested key is set in the composite that holds its last part, so only that
+        composite's lock matters (and this one's when an intermediate must be created).
+        """
+        if not is_nested_key(key):
+            raise SpecKeyTypeError(BAD_KEY_TYPE.format(type=type(key).__name__, key=key))
         path = unravel_key(key)
         if len(path) > 1:
             sub = self._specs.get(path[0])
             if sub is None:
+                if self._locked:
+                    raise RuntimeError(LOCKED.format(key=key))
                 sub = Composite(shape=self._shape, device=self._device)
                 self._set_entry(path[0], sub)
             elif not isinstance(sub, Composite):
                 raise KeyError(NOT_A_COMPOSITE.format(key=path[:1], cls=type(sub).__name__))
             sub.set(path[1:], spec)
             return self
+        if self._locked:
+            raise RuntimeError(LOCKED.format(key=key))
         self._set_entry(path[0], spec)
         return self
 
-    def _set_entry(self, key: str, spec: TensorSpec) -> None:
-        if not isinstance(spec, TensorSpec):
-            raise TypeError(NOT_A_SPEC.format(type=type(spec).__name__, key=key))
-        self._check_shape(key, spec, self._shape)
-        if self._device is not None and spec.device != self._device:
-            spec = spec.to(self._device)
+    def _set_entry(self, key: str, spec: TensorSpec | Mapping | None) -> None:
+        if key in _RESERVED:
+            raise AttributeError(RESERVED_KEY.format(key=key))
+        if isinstance(spec, Mapping):
+            spec = Composite(spec, shape=self._shape, device=self._device)
+        if spec is not None:
+            if not isinstance(spec, TensorSpec):
+                raise TypeError(NOT_A_SPEC.format(type=type(spec).__name__, key=key))
+            self._check_shape(key, spec, self._shape)
+            if self._device is not None and spec.device != self._device:
+                spec = spec.to(self._device)
         self._specs[key] = spec
 
     def __delitem__(self, key: NestedKey) -> None:
         """Delete a (nested) key."""
+        if not is_nested_key(key):
+            raise SpecKeyTypeError(BAD_KEY_TYPE.format(type=type(key).__name__, key=key))
+        if key in _RESERVED:
+            raise AttributeError(RESERVED_GET.format(key=key))
         if self._locked:
             raise RuntimeError(LOCKED.format(key=key))
         path = unravel_key(key)
@@ -266,7 +336,9 @@ class Composite(TensorSpec):
             raise RuntimeError(LOCKED.format(key=list(other.keys())))
         for key, spec in other.items():
             current = self.get(key, None)
-            if isinstance(current, Composite) and type(spec) is Composite:
+            if isinstance(current, Composite) and (
+                type(spec) is Composite or isinstance(spec, Mapping)
+            ):
                 current.update(spec)
             else:
                 self[key] = spec
@@ -323,8 +395,8 @@ class Composite(TensorSpec):
         """A composite holding only ``keys`` (missing keys raise unless ``strict=False``)."""
         out = self.empty()
         for key in keys:
-            spec = self[key] if strict else self.get(key, None)
-            if spec is not None:
+            spec = self[key] if strict else self.get(key, _MISSING)
+            if spec is not _MISSING:
                 out[key] = spec
         return out
 
@@ -339,7 +411,11 @@ class Composite(TensorSpec):
     # ------------------------------------------------------------------ samples
     def _build(self, method: str, shape: ShapeLike | None) -> TensorDict:
         shape = parse_shape(shape)
-        source = {key: getattr(spec, method)(shape) for key, spec in self._specs.items()}
+        source = {
+            key: getattr(spec, method)(shape)
+            for key, spec in self._specs.items()
+            if spec is not None
+        }
         batch = torch.Size((*shape, *self._shape)) if shape else self._shape
         return td_new(source, batch, self._device)
 
@@ -360,6 +436,8 @@ class Composite(TensorSpec):
         if not isinstance(val, (TensorDictBase, Mapping)):
             return False
         for key, spec in self._specs.items():
+            if spec is None:
+                continue
             item = val.get(key, None)
             if item is None:
                 if isinstance(spec, Composite) and spec.is_empty(recurse=True):
@@ -372,18 +450,53 @@ class Composite(TensorSpec):
     def project(self, val: TensorDictBase) -> TensorDictBase:
         """Project every entry of ``val`` that the spec describes (in place in ``val``)."""
         for key, spec in self._specs.items():
+            if spec is None:
+                continue
             item = val.get(key, None)
             if item is not None:
-                val.set(key, spec.project(item))
+                projected = spec.project(item)
+                if projected is not item:
+                    val.set(key, projected)
         return val
 
     def encode(self, val: Mapping[str, Any], *, ignore_device: bool = False) -> TensorDict:
-        """Encode every entry of a mapping into a ``TensorDict`` of this shape."""
-        source = {
-            key: self[key].encode(item, ignore_device=ignore_device) for key, item in val.items()
-        }
+        """Encode every entry of a mapping into a ``TensorDict`` of this shape.
+
+        A ``None`` value, or a key whose spec is ``None``, raises ``RuntimeError``.
+        """
+        source = {}
+        for key, item in val.items():
+            spec = self[key]
+            if item is None or spec is None:
+                why = "None in the values" if item is None else "None in the spec"
+                raise RuntimeError(ENCODE_MISSING.format(key=key, why=why))
+            source[key] = spec.encode(item, ignore_device=ignore_device)
         device = None if ignore_device else self._device
         return TensorDict(source, batch_size=self._shape, device=device)
+
+    def type_check(self, value: Any, selected_keys: NestedKey | Any = None) -> None:
+        """Check the dtype of every entry of ``value`` (or of ``selected_keys`` only).
+
+        ``value`` may be a tensor when ``selected_keys`` is one key. Raises ``TypeError`` naming
+        the key whose dtype differs.
+        """
+        if isinstance(value, torch.Tensor) and is_nested_key(selected_keys):
+            value, selected_keys = {selected_keys: value}, [selected_keys]
+        elif is_nested_key(selected_keys):
+            selected_keys = [selected_keys]
+        for key, spec in self._specs.items():
+            if spec is None or (selected_keys is not None and key not in selected_keys):
+                continue
+            spec.type_check(value[key], key)
+
+    def to_numpy(self, val: TensorDictBase, safe: bool | None = None) -> dict[str, Any]:
+        """A dict of NumPy arrays (nested dicts for nested composites), one per entry of ``val``.
+
+        With ``safe`` (default: ``CHECK_SPEC_ENCODE``) each entry is checked against its spec.
+        """
+        if safe is None:
+            safe = CHECK_SPEC_ENCODE
+        return {key: self[key].to_numpy(item, safe) for key, item in val.items()}
 
     # ------------------------------------------------------------------ copies and shapes
     def _copy_with(
@@ -397,38 +510,39 @@ class Composite(TensorSpec):
             out._shape = shape
         return out
 
+    def _map(self, fn: Any, shape: torch.Size | None = None) -> Composite:
+        """A copy (unlocked) with ``fn`` applied to every entry (``None`` entries stay)."""
+        specs = {k: None if v is None else fn(v) for k, v in self._specs.items()}
+        return self._copy_with(specs, shape)
+
     def clone(self) -> Composite:
         """A deep copy (unlocked)."""
-        return self._copy_with({k: v.clone() for k, v in self._specs.items()})
+        return self._map(lambda v: v.clone())
 
-    def to(self, dest: DeviceLike | torch.dtype) -> Composite:
+    def to(self, dest: DeviceLike) -> Composite:
         """Move every entry (and the composite) to a device; ``self`` if already there.
 
-        ``to(None)`` forgets the composite's device and leaves its entries where they are.
+        ``to(None)`` forgets the composite's device and leaves its entries where they are. A
+        dtype raises ``ValueError`` (only device casting is allowed, as in torchrl).
         """
         if isinstance(dest, torch.dtype):
-            return self._copy_with({k: v.to(dest) for k, v in self._specs.items()})
+            raise ValueError(DTYPE_CAST.format(dest=dest))
         device = parse_device(dest)
         if device == self._device:
             return self
-        if device is None:
-            # forget the composite's device; entries keep theirs
-            out = self._copy_with({k: v.to(None) for k, v in self._specs.items()})
-        else:
-            out = self._copy_with({k: v.to(device) for k, v in self._specs.items()})
+        # None: forget the composite's device; entries keep theirs
+        out = self._map(lambda v: _to(v, device))
         out._device = device
         return out
 
     def expand(self, *shape: int) -> Composite:
         """Add leading batch dims (or grow size-1 dims) in the composite and every entry."""
         new = expand_shape(self._shape, _shape_args(shape), type(self).__name__)
-        specs = {
-            k: v.expand(torch.Size((*new, *v.shape[self.ndim :]))) for k, v in self._specs.items()
-        }
-        return self._copy_with(specs, new)
+        ndim = self.ndim
+        return self._map(lambda v: v.expand(torch.Size((*new, *v.shape[ndim:]))), new)
 
     def squeeze(self, dim: int | None = None) -> Composite:
-        """Remove batch dims of size 1 (all of them, or only ``dim``) from the composite."""
+        """Remove batch dims of size 1 (all of them, or only ``dim``; a wider dim is kept)."""
         if dim is None:
             out = self
             for d in reversed(range(self.ndim)):
@@ -436,13 +550,15 @@ class Composite(TensorSpec):
                     out = out.squeeze(d)
             return out
         d = dim + self.ndim if dim < 0 else dim
-        if not 0 <= d < self.ndim or self._shape[d] != 1:
-            size = self._shape[d] if 0 <= d < self.ndim else None
-            raise ValueError(
-                SQUEEZE_DIM.format(dim=dim, cls=type(self).__name__, shape=self._shape, size=size)
+        if not 0 <= d < self.ndim:
+            raise IndexError(
+                f"cannot squeeze dim {dim} of a {type(self).__name__} of shape "
+                f"{tuple(self._shape)}: expected a batch dim in [-{self.ndim}, {self.ndim})"
             )
-        specs = {k: v.squeeze(d) for k, v in self._specs.items()}
-        return self._copy_with(specs, torch.Size((*self._shape[:d], *self._shape[d + 1 :])))
+        if self._shape[d] != 1:
+            return self
+        shape = torch.Size((*self._shape[:d], *self._shape[d + 1 :]))
+        return self._map(lambda v: v.squeeze(d), shape)
 
     def unsqueeze(self, dim: int) -> Composite:
         """Insert a batch dim of size 1 at ``dim`` in the composite and every entry."""
@@ -451,13 +567,32 @@ class Composite(TensorSpec):
             raise ValueError(
                 UNSQUEEZE_DIM.format(cls=type(self).__name__, shape=self._shape, dim=dim)
             )
-        specs = {k: v.unsqueeze(d) for k, v in self._specs.items()}
-        return self._copy_with(specs, torch.Size((*self._shape[:d], 1, *self._shape[d:])))
+        shape = torch.Size((*self._shape[:d], 1, *self._shape[d:]))
+        return self._map(lambda v: v.unsqueeze(d), shape)
+
+    def reshape(self, *shape: int) -> Composite:
+        """Reshape the batch dims of the composite and every entry (``view`` is the same)."""
+        new = torch.empty(self._shape, device="meta").reshape(_shape_args(shape)).shape
+        ndim = self.ndim
+        return self._map(lambda v: v.reshape(*new, *v.shape[ndim:]), new)
+
+    view = reshape
+
+    def unbind(self, dim: int = 0) -> tuple[Composite, ...]:
+        """Split the composite along batch dim ``dim``."""
+        d = dim + self.ndim if dim < 0 else dim
+        if not 0 <= d < self.ndim:
+            raise ValueError(
+                UNBIND_DIM.format(
+                    cls=type(self).__name__, shape=self._shape, dim=dim, ndim=self.ndim,
+                    nbatch=self.ndim,
+                )
+            )
+        return tuple(self[(slice(None),) * d + (i,)] for i in range(self._shape[d]))
 
     def _index(self, idx: Any) -> Composite:
         idx = normalize_index(idx, self._shape)
-        shape = torch.empty(self._shape, device="meta")[idx].shape
-        return self._copy_with({k: v[idx] for k, v in self._specs.items()}, shape)
+        return self._map(lambda v: v[idx], indexed_shape(self._shape, idx))
 
     # ------------------------------------------------------------------ comparison and display
     def __eq__(self, other: object) -> bool:

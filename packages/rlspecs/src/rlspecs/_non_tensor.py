@@ -30,6 +30,9 @@ class NonTensor(TensorSpec):
         super().__init__(shape, device, dtype)
         self.example_data = example_data
 
+    def _default_domain(self) -> str:
+        return ""
+
     def clone(self) -> NonTensor:
         """A copy that shares nothing with ``self`` (``example_data`` is deep-copied)."""
         return self._replace(example_data=copy.deepcopy(self.example_data))

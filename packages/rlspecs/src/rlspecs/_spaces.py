@@ -1,38 +1,76 @@
-"""Value objects describing a spec's domain (its ``space``)."""
+"""Value objects describing a spec's domain (its ``space``): the box names of torchrl 0.4."""
 
 from __future__ import annotations
 
+import copy
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 
 
+class Box:
+    """Base class of every domain descriptor.
+
+    Examples:
+        >>> from rlspecs import Categorical
+        >>> isinstance(Categorical(3).space, Box)
+        True
+    """
+
+    def to(self, dest: Any) -> Box:
+        """The box with its tensors moved (or cast); boxes without tensors return a copy."""
+        return copy.deepcopy(self)
+
+    def clone(self) -> Box:
+        """A deep copy."""
+        return copy.deepcopy(self)
+
+
 @dataclass(frozen=True, eq=False)
-class ContinuousBox:
+class ContinuousBox(Box):
     """The closed box ``[low, high]`` of a bounded or unbounded spec.
 
     Examples:
         >>> from rlspecs import Bounded
-        >>> Bounded(0.0, 1.0, (2,)).space.high
+        >>> box = Bounded(0.0, 1.0, (2,)).space
+        >>> box.high
         tensor([1., 1.])
+        >>> low, high = box
     """
 
     low: torch.Tensor
     high: torch.Tensor
 
+    def __iter__(self) -> Iterator[torch.Tensor]:
+        yield self.low
+        yield self.high
+
+    def to(self, dest: Any) -> ContinuousBox:
+        """The box with both bounds moved to a device or cast to a dtype."""
+        return ContinuousBox(self.low.to(dest), self.high.to(dest))
+
+    def clone(self) -> ContinuousBox:
+        """A copy whose bounds share no memory with these."""
+        return ContinuousBox(self.low.clone(), self.high.clone())
+
     def __eq__(self, other: object) -> bool:
         return (
             isinstance(other, ContinuousBox)
-            and torch.equal(self.low, other.low)
-            and torch.equal(self.high, other.high)
+            and self.low.dtype == other.low.dtype
+            and self.low.shape == other.low.shape
+            and self.high.shape == other.high.shape
+            and torch.equal(self.low, other.low.to(self.low.device))
+            and torch.equal(self.high, other.high.to(self.high.device))
         )
 
     __hash__ = None
 
 
 @dataclass(frozen=True)
-class CategoricalBox:
-    """The integers ``0..n-1`` of a categorical or one-hot spec.
+class CategoricalBox(Box):
+    """The integers ``0..n-1`` of a categorical or one-hot spec (torchrl's ``DiscreteBox``).
 
     Examples:
         >>> from rlspecs import Categorical
@@ -43,14 +81,53 @@ class CategoricalBox:
     n: int
 
 
+DiscreteBox = CategoricalBox
+
+
 @dataclass(frozen=True)
-class BoxList:
-    """One categorical box per entry of a multi-categorical or multi-one-hot spec.
+class BinaryBox(Box):
+    """``n`` independent 0/1 flags: the space of a ``Binary`` spec.
+
+    Examples:
+        >>> from rlspecs import Binary
+        >>> Binary(3).space
+        BinaryBox(n=3)
+    """
+
+    n: int
+
+
+@dataclass(frozen=True)
+class BoxList(Box):
+    """One box per entry of a multi-categorical or multi-one-hot spec.
 
     Examples:
         >>> from rlspecs import MultiCategorical
         >>> MultiCategorical([2, 3]).space
         BoxList(boxes=(CategoricalBox(n=2), CategoricalBox(n=3)))
+        >>> len(BoxList.from_nvec(torch.tensor([[2, 3], [4, 5]])))
+        2
     """
 
-    boxes: tuple[CategoricalBox, ...]
+    boxes: tuple[Box, ...]
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "boxes", tuple(self.boxes))
+
+    def __iter__(self) -> Iterator[Box]:
+        return iter(self.boxes)
+
+    def __len__(self) -> int:
+        return len(self.boxes)
+
+    def to(self, dest: Any) -> BoxList:
+        """The boxes, each moved or cast."""
+        return BoxList(tuple(box.to(dest) for box in self.boxes))
+
+    @staticmethod
+    def from_nvec(nvec: torch.Tensor | Sequence[int]) -> Box:
+        """A ``CategoricalBox`` for a scalar ``nvec``, else a ``BoxList`` over its last dim."""
+        nvec = torch.as_tensor(nvec)
+        if nvec.ndim == 0:
+            return CategoricalBox(int(nvec))
+        return BoxList(tuple(BoxList.from_nvec(n) for n in nvec.unbind(-1)))

@@ -11,7 +11,8 @@ import torch
 from tensordict import LazyStackedTensorDict, TensorDictBase
 
 from ._base import (
-    SQUEEZE_DIM,
+    CHECK_SPEC_ENCODE,
+    UNBIND_DIM,
     UNSQUEEZE_DIM,
     DeviceLike,
     ShapeLike,
@@ -21,14 +22,21 @@ from ._base import (
     parse_device,
     parse_shape,
 )
-from ._composite import LOCKED, Composite
-from ._keys import NestedKey, unravel_key
+from ._composite import BAD_KEY_TYPE, LOCKED, Composite
+from ._errors import SpecKeyTypeError, SpecStackError
+from ._keys import NestedKey, is_nested_key, unravel_key
 
 _NESTED_WARNING = ".*nested tensors is in prototype stage.*"
 EMPTY_STACK = "cannot stack an empty sequence of specs"
-STACK_NDIM = "cannot stack specs of different ndims: got shapes {shapes}"
+STACK_NDIM = "Ndims differ, got shapes {shapes}: only specs of the same ndim stack"
 STACK_DIM = "stack dim {dim} is out of range for specs of {ndim} dims"
-STACK_TYPES = "cannot stack a Composite with a non-Composite spec: got {types}"
+STACK_TYPES = (
+    "Stacking specs cannot occur: Found more than one type of specs in the list ({types})"
+)
+STACK_DTYPES = "Dtypes differ, got {dtypes}: only specs of one dtype stack"
+STACK_DEVICES = "Devices differ, got {devices}: move the specs to one device first"
+STACK_SHAPES = "Shapes differ, got {shapes}: only composites of the same shape stack"
+NO_MEMBER_KEY = "Key {key!r} must be present in at least one of the stacked specs"
 HETERO_SAMPLE = (
     "cannot sample a lazy stack of leaves with shapes {shapes} along dim {dim}: heterogeneous "
     "leaf samples are only available along dim 0 (as a nested tensor)"
@@ -54,21 +62,47 @@ def stack_specs(specs: Sequence[TensorSpec], dim: int = 0) -> TensorSpec:
     if not specs:
         raise ValueError(EMPTY_STACK)
     first = specs[0]
+    _check_stackable(specs)
     ndim = first.ndim
-    if any(s.ndim != ndim for s in specs):
-        raise ValueError(STACK_NDIM.format(shapes=[tuple(s.shape) for s in specs]))
     d = dim + ndim + 1 if dim < 0 else dim
     if not 0 <= d <= ndim:
         raise IndexError(STACK_DIM.format(dim=dim, ndim=ndim))
     composites = [isinstance(s, Composite) for s in specs]
-    if any(composites) and not all(composites):
-        raise TypeError(STACK_TYPES.format(types=sorted({type(s).__name__ for s in specs})))
     if all(s == first for s in specs[1:]):
         dense = first.unsqueeze(d)
         return dense.expand(*dense.shape[:d], len(specs), *dense.shape[d + 1 :])
     if all(composites):
         return StackedComposite(*specs, dim=d)
     return Stacked(*specs, dim=d)
+
+
+def _check_stackable(specs: list[TensorSpec]) -> None:
+    """Raise ``SpecStackError`` unless ``specs`` share a kind, ndim, dtype and device."""
+    first = specs[0]
+    if isinstance(first, Composite):
+        if not all(isinstance(s, Composite) for s in specs):
+            raise SpecStackError(STACK_TYPES.format(types=sorted({type(s).__name__ for s in specs})))
+        if any(s.shape != first.shape for s in specs):
+            raise SpecStackError(STACK_SHAPES.format(shapes=[tuple(s.shape) for s in specs]))
+        devices = {s.device for s in specs} - {None}
+        if len(devices) > 1:
+            raise SpecStackError(STACK_DEVICES.format(devices=sorted(map(str, devices))))
+        return
+    if any(type(s) is not type(first) for s in specs):
+        raise SpecStackError(STACK_TYPES.format(types=sorted({type(s).__name__ for s in specs})))
+    if any(s.ndim != first.ndim for s in specs):
+        raise SpecStackError(STACK_NDIM.format(shapes=[tuple(s.shape) for s in specs]))
+    if any(s.dtype != first.dtype for s in specs):
+        raise SpecStackError(STACK_DTYPES.format(dtypes=sorted({str(s.dtype) for s in specs})))
+    if any(s.device != first.device for s in specs):
+        raise SpecStackError(STACK_DEVICES.format(devices=sorted({str(s.device) for s in specs})))
+
+
+@TensorSpec.implements_for_spec(torch.stack)
+def _torch_stack(specs: Sequence[TensorSpec], dim: int = 0, *, out: Any = None) -> TensorSpec:
+    if out is not None:
+        raise NotImplementedError("torch.stack(specs, dim, out=...) is not supported for specs")
+    return stack_specs(specs, dim)
 
 
 class Stacked(TensorSpec):
@@ -91,9 +125,8 @@ class Stacked(TensorSpec):
             specs = tuple(specs[0])
         if not specs:
             raise ValueError(EMPTY_STACK)
+        _check_stackable(list(specs))
         ndim = specs[0].ndim
-        if any(s.ndim != ndim for s in specs):
-            raise ValueError(STACK_NDIM.format(shapes=[tuple(s.shape) for s in specs]))
         dim = dim + ndim + 1 if dim < 0 else dim
         if not 0 <= dim <= ndim:
             raise IndexError(STACK_DIM.format(dim=dim, ndim=ndim))
@@ -114,12 +147,38 @@ class Stacked(TensorSpec):
         """The stacked specs, in order."""
         return self._members
 
+    @property
+    def stack_dim(self) -> int:
+        """The dim along which the members are stacked (same as ``dim``)."""
+        return self.dim
+
     def __len__(self) -> int:
-        return len(self._members)
+        """``shape[0]``, as for a tensor."""
+        return self.shape[0]
+
+    def clear_device_(self) -> Stacked:
+        """Clear the device of every member (a no-op for leaves); returns ``self``."""
+        for member in self._members:
+            member.clear_device_()
+        return self
+
+    def update_mask(self, mask: torch.Tensor | None) -> None:
+        """Give each member its slice of ``mask`` along the stack dim (``None`` clears them)."""
+        parts = [None] * len(self._members) if mask is None else mask.unbind(self.dim)
+        for member, part in zip(self._members, parts):
+            member.update_mask(part)
 
     def unbind(self, dim: int = 0) -> tuple[TensorSpec, ...]:
         """The members, when ``dim`` is the stack dim (otherwise index each position)."""
         d = dim + self.ndim if dim < 0 else dim
+        if not 0 <= d < self.ndim or self.shape[d] < 0:
+            raise ValueError(
+                UNBIND_DIM.format(
+                    cls=type(self).__name__, shape=self.shape, dim=dim, ndim=self.ndim,
+                    nbatch=self.ndim,
+                )
+                + " and dims where the members differ cannot be unbound"
+            )
         if d == self.dim:
             return tuple(self._members)
         return tuple(self[(slice(None),) * d + (i,)] for i in range(self.shape[d]))
@@ -170,6 +229,53 @@ class Stacked(TensorSpec):
         """Whether each slice of ``val`` along the stack dim is in the matching member."""
         parts = self._parts(val)
         return parts is not None and all(m.is_in(p) for m, p in zip(self._members, parts))
+
+    def assert_is_in(self, val: Any) -> None:
+        """Raise an ``AssertionError`` naming the first member whose slice of ``val`` is not in it."""
+        parts = self._parts(val)
+        if parts is None:
+            super().assert_is_in(val)
+        for i, (member, part) in enumerate(zip(self._members, parts)):
+            try:
+                member.assert_is_in(part)
+            except AssertionError as err:
+                raise AssertionError(f"member {i} of {type(self).__name__}: {err}") from None
+
+    def to_numpy(self, val: Any, safe: bool | None = None) -> Any:
+        """The NumPy array of ``val`` (each member's slice checked first when ``safe``)."""
+        if CHECK_SPEC_ENCODE if safe is None else safe:
+            self.assert_is_in(val)
+        if isinstance(val, torch.Tensor) and val.is_nested:
+            return [part.detach().cpu().numpy() for part in val.unbind()]
+        return val.detach().cpu().numpy()
+
+    def type_check(self, value: Any, key: Any = None) -> None:
+        """Check each slice of ``value`` along the stack dim against its member's dtype."""
+        parts = self._parts(value)
+        if parts is None:
+            return super().type_check(value, key)
+        for member, part in zip(self._members, parts):
+            member.type_check(part, key)
+
+    def encode(self, val: Any, *, ignore_device: bool = False) -> Any:
+        """Encode each slice of ``val`` along the stack dim (or each item of a list) by its member."""
+        if isinstance(val, (list, tuple)) and len(val) == len(self._members):
+            items = list(val)
+        else:
+            t = torch.as_tensor(val)
+            d = t.ndim - self.ndim + self.dim
+            items = list(t.unbind(d)) if d >= 0 else []
+        if len(items) != len(self._members):
+            raise ValueError(
+                f"cannot encode a value of shape {getattr(val, 'shape', len(val))} into a "
+                f"{type(self).__name__} of {len(self._members)} members along dim {self.dim}"
+            )
+        parts = [m.encode(v, ignore_device=ignore_device) for m, v in zip(self._members, items)]
+        if all(p.shape == parts[0].shape for p in parts):
+            return torch.stack(parts, parts[0].ndim - self.ndim + 1 + self.dim)
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message=_NESTED_WARNING)
+            return torch.nested.as_nested_tensor(parts)
 
     def project(self, val: Any) -> Any:
         """Project each slice along the stack dim with its member, then restack."""
@@ -224,12 +330,13 @@ class Stacked(TensorSpec):
                     out = out.squeeze(d)
             return out
         d = dim + self.ndim if dim < 0 else dim
-        if self.shape[d] != 1:
-            raise ValueError(
-                SQUEEZE_DIM.format(
-                    dim=dim, cls=type(self).__name__, shape=self.shape, size=self.shape[d]
-                )
+        if not 0 <= d < self.ndim:
+            raise IndexError(
+                f"cannot squeeze dim {dim} of a {type(self).__name__} of shape "
+                f"{tuple(self.shape)}: expected a dim in [-{self.ndim}, {self.ndim})"
             )
+        if self.shape[d] != 1:
+            return self
         if d == self.dim:
             return self._members[0]
         if d < self.dim:
@@ -265,6 +372,7 @@ class Stacked(TensorSpec):
         return (
             type(other) is type(self)
             and self.dim == other.dim
+            and self.device == other.device
             and len(self._members) == len(other._members)
             and all(a == b for a, b in zip(self._members, other._members))
         )
@@ -337,14 +445,22 @@ class StackedComposite(Stacked, Composite):
             if all(m._lookup(path, None) is not None for m in rest):
                 yield (*prefix, *path) if prefix or len(path) > 1 else key
 
-    def __len__(self) -> int:
-        return len(self.keys())
+    __len__ = Stacked.__len__
 
     def __iter__(self) -> Iterator[NestedKey]:
         return iter(self.keys())
 
+    def clear_device_(self) -> StackedComposite:
+        """Forget the device of the stack and of every member; returns ``self``."""
+        self._device = None
+        for member in self._members:
+            member.clear_device_()
+        return self
+
     def set(self, key: NestedKey, spec: TensorSpec) -> StackedComposite:
         """Set ``key`` in every member (a stack along the same dim gives one member each)."""
+        if not is_nested_key(key):
+            raise SpecKeyTypeError(BAD_KEY_TYPE.format(type=type(key).__name__, key=key))
         if self._locked:
             raise RuntimeError(LOCKED.format(key=key))
         if (
@@ -360,9 +476,15 @@ class StackedComposite(Stacked, Composite):
         return self
 
     def __delitem__(self, key: NestedKey) -> None:
+        """Delete ``key`` from every member that has it (``KeyError`` when none has it)."""
+        if not is_nested_key(key):
+            raise SpecKeyTypeError(BAD_KEY_TYPE.format(type=type(key).__name__, key=key))
         if self._locked:
             raise RuntimeError(LOCKED.format(key=key))
-        for member in self._members:
+        holders = [m for m in self._members if key in m.keys(True)]
+        if not holders:
+            raise KeyError(NO_MEMBER_KEY.format(key=key))
+        for member in holders:
             del member[key]
 
     def lock_(self, recurse: bool = True) -> StackedComposite:
@@ -405,3 +527,22 @@ class StackedComposite(Stacked, Composite):
         """Encode a sequence of mappings, one per member, into a lazy stack."""
         tds = [m.encode(v, ignore_device=ignore_device) for m, v in zip(self._members, val)]
         return LazyStackedTensorDict(*tds, stack_dim=self.dim)
+
+    def is_in(self, val: Any) -> bool:
+        """Whether each slice of ``val`` along the stack dim is in the matching member."""
+        return Stacked.is_in(self, val)
+
+    def to_numpy(self, val: TensorDictBase, safe: bool | None = None) -> dict[str, Any]:
+        """A dict of NumPy arrays, one per shared key (members checked first when ``safe``)."""
+        if CHECK_SPEC_ENCODE if safe is None else safe:
+            self.assert_is_in(val)
+        return {key: self[key].to_numpy(val.get(key), False) for key in self.keys()}
+
+    def type_check(self, value: Any, selected_keys: Any = None) -> None:
+        """Check the dtypes of every member's slice of ``value`` (or of ``selected_keys``)."""
+        if isinstance(value, torch.Tensor):
+            if selected_keys is None:
+                raise ValueError("value must be a tensordict when selected_keys is None")
+            return self[selected_keys].type_check(value, selected_keys)
+        for member, part in zip(self._members, value.unbind(value.ndim - self.ndim + self.dim)):
+            member.type_check(part, selected_keys)

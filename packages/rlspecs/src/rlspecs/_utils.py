@@ -43,13 +43,14 @@ def _placeholder(example: TensorSpec, example_batch: int, batch: torch.Size) -> 
     if isinstance(example, Composite):
         out = Composite(shape=batch, device=example.device)
         for key, spec in example.items():
-            out[key] = _placeholder(spec, example_batch, batch)
+            out[key] = None if spec is None else _placeholder(spec, example_batch, batch)
         return out
     shape = torch.Size((*batch, *([0] * (example.ndim - example_batch))))
     attrs = {
         a: torch.zeros(shape, dtype=getattr(example, a).dtype, device=getattr(example, a).device)
         for a in example._tensor_attrs
     }
+    attrs.update({a: None for a in example._batch_attrs})  # no mask on a placeholder
     return example._replace(shape=shape, **attrs, **example._resized(shape))
 
 
@@ -77,7 +78,8 @@ def consolidate_spec(
         examples: dict[NestedKey, tuple[TensorSpec, int]] = {}
         for member in members:
             for key, leaf in member.items(True, True):
-                examples.setdefault(key, (leaf, member.ndim))
+                if leaf is not None:
+                    examples.setdefault(key, (leaf, member.ndim))
         for member in members:
             for key, (leaf, ndim) in examples.items():
                 if member.get(key, None) is None:
@@ -89,7 +91,7 @@ def consolidate_spec(
     for key, value in spec.items():
         if recurse_through_entries and isinstance(value, Composite):
             value = consolidate_spec(value, recurse_through_entries, recurse_through_stack)
-        else:
+        elif value is not None:
             value = value.clone()
         out[key] = value
     return out
