@@ -1,6 +1,7 @@
-"""Data collectors: SyncDataCollector and MultiSyncDataCollector."""
+"""Data collectors: SyncDataCollector, MultiSyncDataCollector and RayCollector."""
 
 from ._multi_sync import MultiSyncDataCollector
+from ._ray import RayCollector
 from ._split import split_trajectories
 from ._sync import SyncDataCollector
 from ._version import __version__
@@ -9,6 +10,7 @@ __all__ = [
     # collectors
     "SyncDataCollector",
     "MultiSyncDataCollector",
+    "RayCollector",
     # utilities
     "split_trajectories",
     "__version__",
