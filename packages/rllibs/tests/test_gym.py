@@ -15,7 +15,7 @@ from rlspecs import Bounded, Categorical, OneHot
 gym = pytest.importorskip("gymnasium")
 
 from rllibs import GymEnv, GymWrapper  # noqa: E402
-from rllibs._gym import NO_RGB_RENDER, SAME_STEP_AUTORESET  # noqa: E402
+from rllibs._gym import NO_RGB_RENDER  # noqa: E402
 
 needs_mujoco = pytest.mark.skipif(
     importlib.util.find_spec("mujoco") is None, reason="mujoco not installed"
@@ -128,14 +128,6 @@ def test_vector_env_partial_reset_resets_only_done_envs(counting_env_cls):
     assert dones.sum(-1).tolist() == [3, 2]
     # the reward of the step after a reset is a real step's reward, not a NextStep autoreset's 0
     assert (rollout["next", "reward"] > 0).all()
-
-
-def test_vector_env_same_step_autoreset_is_refused(counting_env_cls):
-    vec = gym.vector.SyncVectorEnv(
-        [counting_env_cls], autoreset_mode=gym.vector.AutoresetMode.SAME_STEP
-    )
-    with pytest.raises(ValueError, match=re.escape(SAME_STEP_AUTORESET.format(env=vec))):
-        GymWrapper(vec)
 
 
 def test_vector_env_seeding_is_reproducible():

@@ -6,7 +6,7 @@ import importlib
 import importlib.util
 from types import ModuleType
 
-__all__ = ["HAS_DMC", "HAS_GYM", "import_optional"]
+__all__ = ["HAS_DMC", "HAS_ENVPOOL", "HAS_GYM", "import_optional"]
 
 # find_spec only locates the package: nothing heavy is imported by `import rllibs`
 HAS_GYM: bool = importlib.util.find_spec("gymnasium") is not None
@@ -14,6 +14,7 @@ HAS_DMC: bool = (
     importlib.util.find_spec("dm_control") is not None
     and importlib.util.find_spec("mujoco") is not None
 )
+HAS_ENVPOOL: bool = importlib.util.find_spec("envpool") is not None
 
 MISSING_EXTRA = (
     '{what} requires the "{module}" package; install it with: pip install "rllibs[{extra}]"'

@@ -12,13 +12,14 @@ from rlspecs import Categorical, Composite, TensorSpec, Unbounded
 from ._extras import import_optional
 from ._gym_like import GymLikeEnv
 from ._gym_spaces import is_image_space, make_reader, make_writer, space_to_spec
+from ._gym_vector import VectorCalls
 
-__all__ = ["GymEnv", "GymWrapper"]
+__all__ = ["GymEnv", "GymWrapper", "set_specs_from_spaces"]
 
 MISSING_ENV = "GymWrapper needs a gymnasium env (got None); to build one by id use GymEnv(env_name)"
-SAME_STEP_AUTORESET = (
-    "GymWrapper cannot wrap the vector env {env}: its autoreset mode is SAME_STEP; build it with "
-    'autoreset_mode="NextStep" (the default) or "Disabled"'
+BAD_VECTORIZATION = (
+    'GymEnv(vectorization_mode={mode!r}): expected "sync" (SyncVectorEnv) or "async" '
+    "(AsyncVectorEnv)"
 )
 VECTOR_PIXELS = (
     "GymWrapper(from_pixels=True) cannot render the vector env {env}; render in each sub-env "
@@ -45,9 +46,16 @@ class GymWrapper(GymLikeEnv):
     ``categorical_action_encoding=True``, ``Categorical``, MultiDiscrete, MultiBinary → ``Binary``,
     Dict → ``Composite``, Tuple → stacked); a non-dict observation goes under ``"observation"``,
     or ``"pixels"`` when it is an image. Each step writes ``reward``, ``terminated``,
-    ``truncated`` and ``done``. A vector env gives ``batch_size=(num_envs,)``; partial resets
-    use its ``reset_mask`` option, so its autoreset mode must be NextStep or Disabled. The env is
-    reset once (unseeded) when wrapped, so that ``step`` works before the first ``reset``.
+    ``truncated`` and ``done``. The env is reset once (unseeded) when wrapped, so that ``step``
+    works before the first ``reset``.
+
+    A vector env (gymnasium ``VectorEnv``) gives ``batch_size=(num_envs,)`` and specs from its
+    single-env spaces. In every autoreset mode (NextStep, SameStep, Disabled) a step returns the
+    true next observation of each sub-env (the final one when its episode ends) and a reset
+    with a ``"_reset"`` mask starts new episodes in the masked sub-envs only (through
+    ``reset_mask``; with SameStep, from the reset gymnasium already did). A finished sub-env must
+    be reset before the next step (``rollout`` and ``step_and_maybe_reset`` do it); ``set_seed(s)``
+    seeds sub-env ``i`` with ``s + i``.
 
     Args:
         env: the gymnasium env.
@@ -82,9 +90,6 @@ class GymWrapper(GymLikeEnv):
             raise TypeError(MISSING_ENV)
         batched = isinstance(env, gym.vector.VectorEnv)
         if batched:
-            mode = env.metadata.get("autoreset_mode")
-            if mode == gym.vector.AutoresetMode.SAME_STEP:
-                raise ValueError(SAME_STEP_AUTORESET.format(env=env))
             if from_pixels:
                 raise ValueError(VECTOR_PIXELS.format(env=env))
         elif from_pixels:
@@ -104,64 +109,34 @@ class GymWrapper(GymLikeEnv):
         self.from_pixels = from_pixels
         self.pixels_only = pixels_only
         self._batched = batched
+        self._vector = VectorCalls(env, type(self).__name__) if batched else None
         self._make_specs()
         # gymnasium refuses step() before a first reset(); batched containers may step first
-        env.reset()
+        self._env_reset(None, None)
 
     def _make_specs(self) -> None:
-        gym = import_optional("gymnasium", "gym", type(self).__name__)
         env = self._env
-        batch = tuple(self.batch_size)
-        ndim = len(batch)
-        obs_space = env.single_observation_space if self._batched else env.observation_space
-        action_space = env.single_action_space if self._batched else env.action_space
-        kwargs = {
-            "categorical_action_encoding": self.categorical_action_encoding,
-            "device": self.device,
-        }
-
-        action_spec = space_to_spec(action_space, **kwargs)
-        self._write_action = make_writer(action_space, action_spec, ndim)
-
-        obs_spec = space_to_spec(obs_space, **kwargs)
-        if isinstance(obs_space, gym.spaces.Dict):
-            observation_spec = obs_spec
-            self._read_obs = make_reader(obs_space, obs_spec, ndim)
-        else:
-            key = "pixels" if is_image_space(obs_space) else "observation"
-            observation_spec = Composite({key: obs_spec}, shape=(), device=self.device)
-            read = make_reader(obs_space, obs_spec, ndim)
-            self._read_obs = lambda obs: {key: read(obs)}
-
-        flag = Categorical(2, shape=(1,), device=self.device, dtype=torch.bool)
-        reward = Unbounded(shape=(1,), device=self.device, dtype=torch.float32)
-        self.full_action_spec = _expand(
-            Composite(action=action_spec, shape=(), device=self.device), batch
-        )
-        self.full_observation_spec = _expand(observation_spec, batch)
-        self.full_reward_spec = _expand(
-            Composite(reward=reward, shape=(), device=self.device), batch
-        )
-        self.full_done_spec = _expand(
-            Composite(
-                done=flag, terminated=flag.clone(), truncated=flag.clone(), device=self.device
-            ),
-            batch,
+        set_specs_from_spaces(
+            self,
+            env.single_observation_space if self._batched else env.observation_space,
+            env.single_action_space if self._batched else env.action_space,
+            categorical_action_encoding=self.categorical_action_encoding,
         )
 
     # ------------------------------------------------------------------ library calls
     def _env_reset(self, tensordict: TensorDictBase | None, seed: int | None, **kwargs: Any):
         options = kwargs.pop("options", None)
-        if self._batched and tensordict is not None:
-            mask = tensordict.get("_reset", None)
-            if mask is not None:
-                mask = mask.reshape(self.batch_size).cpu().numpy()
-                if not mask.all():
-                    options = {**(options or {}), "reset_mask": mask}
-        return self._env.reset(seed=seed, options=options, **kwargs)
+        vector = self._vector
+        if vector is None:
+            return self._env.reset(seed=seed, options=options, **kwargs)
+        mask = None if tensordict is None else tensordict.get("_reset", None)
+        if mask is not None:
+            mask = mask.reshape(self.batch_size).cpu().numpy()
+        return vector.reset(mask, seed, options, **kwargs)
 
     def _env_step(self, action: Any):
-        return self._env.step(action)
+        vector = self._vector
+        return self._env.step(action) if vector is None else vector.step(action)
 
     def _set_seed(self, seed: int | None) -> None:
         super()._set_seed(seed)
@@ -188,7 +163,14 @@ class GymEnv(GymWrapper):
 
     Args:
         env_name: the gymnasium id, e.g. ``"Pendulum-v1"``.
-        num_envs: when > 0, a vector env of that many copies (``batch_size=(num_envs,)``).
+        num_envs: when > 0, a vector env of that many copies (``batch_size=(num_envs,)``),
+            built by ``gym.make_vec``.
+        vectorization_mode: with ``num_envs``: ``"sync"`` (``SyncVectorEnv``, one process,
+            the default) or ``"async"`` (``AsyncVectorEnv``, one process per sub-env; torchrl's
+            only choice). Other ``make_vec`` modes are refused: an env's own vector entry point
+            (e.g. ``CartPoleVectorEnv``) may not reset sub-envs one by one.
+        vector_kwargs: with ``num_envs``: keyword arguments of the vector env, e.g.
+            ``{"autoreset_mode": "SameStep"}`` or ``{"context": "spawn"}`` for async.
         categorical_action_encoding: as for ``GymWrapper``.
         device: as for ``GymWrapper``.
         frame_skip: as for ``GymWrapper``.
@@ -200,8 +182,11 @@ class GymEnv(GymWrapper):
         >>> env = GymEnv("CartPole-v1", categorical_action_encoding=True)
         >>> env.action_spec.n
         2
-        >>> GymEnv("Pendulum-v1", num_envs=2).batch_size
+        >>> env = GymEnv("Pendulum-v1", num_envs=2)
+        >>> env.batch_size
         torch.Size([2])
+        >>> env.rollout(3)["next", "reward"].shape
+        torch.Size([2, 3, 1])
     """
 
     def __init__(
@@ -209,6 +194,8 @@ class GymEnv(GymWrapper):
         env_name: str,
         *,
         num_envs: int = 0,
+        vectorization_mode: str = "sync",
+        vector_kwargs: dict[str, Any] | None = None,
         categorical_action_encoding: bool = False,
         device: Any = None,
         frame_skip: int = 1,
@@ -223,7 +210,15 @@ class GymEnv(GymWrapper):
         if from_pixels:
             kwargs.setdefault("render_mode", "rgb_array")
         if num_envs:
-            env = gym.make_vec(env_name, num_envs=num_envs, **kwargs)
+            if vectorization_mode not in ("sync", "async"):
+                raise ValueError(BAD_VECTORIZATION.format(mode=vectorization_mode))
+            env = gym.make_vec(
+                env_name,
+                num_envs=num_envs,
+                vectorization_mode=vectorization_mode,
+                vector_kwargs=vector_kwargs,
+                **kwargs,
+            )
         else:
             env = gym.make(env_name, **kwargs)
         super().__init__(
@@ -241,3 +236,58 @@ class GymEnv(GymWrapper):
             f"{type(self).__name__}(env={self.env_name}, batch_size={self.batch_size}, "
             f"device={self.device})"
         )
+
+
+def set_specs_from_spaces(
+    env: GymLikeEnv,
+    obs_space: Any,
+    action_space: Any,
+    *,
+    categorical_action_encoding: bool,
+    observation_key: str | None = None,
+) -> None:
+    """Set ``env``'s specs and converters from the spaces of one (unbatched) sub-env.
+
+    The specs are expanded to ``env.batch_size``. A non-Dict observation goes under
+    ``observation_key``, by default ``"pixels"`` for images and ``"observation"`` otherwise.
+    Sets ``env._read_obs`` and ``env._write_action`` (see ``GymLikeEnv``).
+
+    Examples:
+        >>> import gymnasium as gym
+        >>> env = GymWrapper(gym.make("CartPole-v1"))
+        >>> set_specs_from_spaces(
+        ...     env, env._env.observation_space, env._env.action_space,
+        ...     categorical_action_encoding=True, observation_key="state",
+        ... )
+        >>> list(env.observation_spec.keys()), env.action_spec.n
+        (['state'], 2)
+    """
+    from gymnasium.spaces import Dict
+
+    device = env.device
+    batch = tuple(env.batch_size)
+    ndim = len(batch)
+    kwargs = {"categorical_action_encoding": categorical_action_encoding, "device": device}
+
+    action_spec = space_to_spec(action_space, **kwargs)
+    env._write_action = make_writer(action_space, action_spec, ndim)
+
+    obs_spec = space_to_spec(obs_space, **kwargs)
+    if isinstance(obs_space, Dict):
+        observation_spec = obs_spec
+        env._read_obs = make_reader(obs_space, obs_spec, ndim)
+    else:
+        key = observation_key or ("pixels" if is_image_space(obs_space) else "observation")
+        observation_spec = Composite({key: obs_spec}, shape=(), device=device)
+        read = make_reader(obs_space, obs_spec, ndim)
+        env._read_obs = lambda obs: {key: read(obs)}
+
+    flag = Categorical(2, shape=(1,), device=device, dtype=torch.bool)
+    reward = Unbounded(shape=(1,), device=device, dtype=torch.float32)
+    env.full_action_spec = _expand(Composite(action=action_spec, shape=(), device=device), batch)
+    env.full_observation_spec = _expand(observation_spec, batch)
+    env.full_reward_spec = _expand(Composite(reward=reward, shape=(), device=device), batch)
+    env.full_done_spec = _expand(
+        Composite(done=flag, terminated=flag.clone(), truncated=flag.clone(), device=device),
+        batch,
+    )

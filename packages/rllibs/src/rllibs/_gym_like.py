@@ -13,6 +13,7 @@ from rlcore import EnvBase
 from rlspecs import Composite
 from rlspecs.private_apis import td_new
 
+from ._gym_rollout import fast_rollout
 from ._info_reader import default_info_dict_reader
 
 __all__ = ["GymLikeEnv"]
@@ -113,6 +114,29 @@ class GymLikeEnv(EnvBase):
             np.asarray(terminated | truncated, dtype=bool).reshape(shape)
         )
         return self._finish(out, info)
+
+    def rollout(
+        self,
+        max_steps: int,
+        policy: Callable[[TensorDictBase], Any] | None = None,
+        callback: Callable[[EnvBase, TensorDictBase], Any] | None = None,
+        **kwargs: Any,
+    ) -> TensorDictBase:
+        """``EnvBase.rollout`` (same arguments, same result), run without per-step tensordicts.
+
+        Each step's library results go straight into the recording (see ``rllibs._gym_rollout``);
+        what that loop does not cover (info dict readers, non-CPU devices, ``nn.Module``
+        policies on tensors, ``auto_cast_to_device``, ...) runs ``EnvBase.rollout`` itself.
+
+        Examples:
+            >>> from rllibs import GymEnv
+            >>> GymEnv("CartPole-v1").rollout(5, break_when_any_done=False).names
+            ['time']
+        """
+        out = fast_rollout(self, max_steps, policy, callback, kwargs)
+        if out is None:
+            return super().rollout(max_steps, policy, callback, **kwargs)
+        return out
 
     def _finish(self, out: dict, info: Mapping[str, Any]) -> TensorDictBase:
         device = self.device
