@@ -1,34 +1,80 @@
-"""Env transforms: `TransformedEnv` and the transforms it runs."""
+"""Env transforms: `TransformedEnv` and the transforms it runs, grouped by what they transform."""
 
-from ._base import Compose, Transform
+from ._action import DiscreteActionProjection
+from ._base import Compose, ObservationTransform, Transform
+from ._casts import DeviceCastTransform, DoubleToFloat, DTypeCastTransform
 from ._counters import InitTracker, StepCounter
-from ._dtype import DoubleToFloat, DTypeCastTransform
-from ._images import ToTensorImage
-from ._keys import ExcludeTransform, RenameTransform, SelectTransform
-from ._observation import CatTensors, ObservationNorm
-from ._reward import RewardClipping, RewardSum
+from ._env_steps import EndOfLifeTransform, FrameSkipTransform, NoopResetEnv
+from ._frames import CatFrames, TimeMaxPool
+from ._images import CenterCrop, GrayScale, Resize, ToTensorImage
+from ._keys import ExcludeTransform, RemoveEmptySpecs, RenameTransform, SelectTransform
+from ._normalization import ObservationNorm
+from ._observation import (
+    CatTensors,
+    FlattenObservation,
+    PermuteTransform,
+    SqueezeTransform,
+    UnsqueezeTransform,
+)
+from ._primers import TensorDictPrimer
+from ._returns import Reward2GoTransform, TargetReturn
+from ._reward import BinarizeReward, RewardClipping, RewardScaling, RewardSum
 from ._transformed_env import TransformedEnv
+from ._values import ClipTransform, SignTransform
+from ._vecnorm import VecNorm
 
 __all__ = [
     # env and base classes
     "TransformedEnv",
     "Transform",
+    "ObservationTransform",
     "Compose",
     # counters and trackers
     "StepCounter",
     "InitTracker",
-    # observations
+    # observations: layout
     "CatTensors",
-    "ObservationNorm",
+    "FlattenObservation",
+    "UnsqueezeTransform",
+    "SqueezeTransform",
+    "PermuteTransform",
+    # images
     "ToTensorImage",
-    # dtypes
-    "DTypeCastTransform",
-    "DoubleToFloat",
+    "Resize",
+    "CenterCrop",
+    "GrayScale",
+    # frames over time (stateful)
+    "CatFrames",
+    "TimeMaxPool",
+    # primers (entries written at reset)
+    "TensorDictPrimer",
+    # env steps and episode structure
+    "FrameSkipTransform",
+    "NoopResetEnv",
+    "EndOfLifeTransform",
+    # returns
+    "TargetReturn",
+    "Reward2GoTransform",
+    # values (observations, rewards or inputs)
+    "ClipTransform",
+    "SignTransform",
+    # normalisation
+    "ObservationNorm",
+    "VecNorm",
     # rewards
     "RewardSum",
     "RewardClipping",
+    "RewardScaling",
+    "BinarizeReward",
+    # actions
+    "DiscreteActionProjection",
+    # dtypes and devices
+    "DTypeCastTransform",
+    "DoubleToFloat",
+    "DeviceCastTransform",
     # keys
     "RenameTransform",
     "ExcludeTransform",
     "SelectTransform",
+    "RemoveEmptySpecs",
 ]

@@ -392,6 +392,29 @@ class Transform(nn.Module):
                 spec[out_key] = fn(spec[in_key])
         return spec
 
+    def _map_input_specs(
+        self, input_spec: TensorSpec, fn: Callable[[TensorSpec], TensorSpec]
+    ) -> TensorSpec:
+        """The input spec as the outside sees it: `fn(spec[in_key_inv])` at each out_key_inv.
+
+        `fn` maps a base env's input spec to the outside's (the inverse of what
+        `_inv_apply_transform` does to the data). A renamed entry leaves its old name. A leaf
+        `input_spec` is taken as the spec of the in_key_inv: `fn(input_spec)` is returned.
+        """
+        if not isinstance(input_spec, Composite):
+            return fn(input_spec)
+        for group in ("full_action_spec", "full_state_spec"):
+            if group not in input_spec.keys():
+                continue
+            spec = input_spec[group]
+            keys = _spec_keys(spec)
+            for in_key, out_key in zip(self.in_keys_inv, self.out_keys_inv):
+                if in_key in keys:
+                    spec[out_key] = fn(spec[in_key])
+                    if out_key != in_key:
+                        del spec[in_key]
+        return input_spec
+
     # ------------------------------------------------------ parent / container
     def set_container(self, container: Transform | TransformedEnv | None) -> None:
         """Attach the transform to an env or a Compose (a transform has one container)."""

@@ -1,43 +1,76 @@
-"""Observation transforms: `CatTensors`, `ObservationNorm`."""
+"""Observation layout transforms: `CatTensors`, `FlattenObservation`, `UnsqueezeTransform`,
+`SqueezeTransform`, `PermuteTransform`."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import torch
 from tensordict import NestedKey, TensorDictBase, unravel_key
 
 from rlspecs import Bounded, Composite, TensorSpec, Unbounded
 
-from ._base import MISSING_KEY_ERROR, Transform, _spec_keys
+from ._base import MISSING_KEY_ERROR, Transform, _get, _spec_keys
+
+__all__ = [
+    "CatTensors",
+    "FlattenObservation",
+    "PermuteTransform",
+    "SqueezeTransform",
+    "UnsqueezeTransform",
+]
 
 CAT_MISSING_SPEC_ERROR = (
-    "CatTensors: in_keys {keys} are not in the observation spec (keys: {known})"
+    "CatTensor got a list of keys that does not match the keys in observation_spec: in_keys "
+    "{keys} are not in the observation spec (keys: {known})"
 )
-NORM_UNINITIALIZED_ERROR = (
-    "ObservationNorm: loc and scale are not set; pass them to the constructor or call init_stats()"
+CAT_ONE_SPEC_ERROR = (
+    "CatTensor cannot infer the output observation spec as there are multiple input keys but "
+    "only one observation_spec (in_keys: {keys}); pass a Composite holding each of them"
 )
-NORM_NO_PARENT_ERROR = (
-    "ObservationNorm.init_stats needs an env: wrap the transform in a TransformedEnv"
+CAT_LAZY_DIM_ERROR = "Lazy call to CatTensors is only supported when `dim=-1` (got dim={dim})."
+CAT_OUT_KEY_ERROR = "CatTensors requires out_key to be of type NestedKey, got {type}"
+CAT_NO_KEYS_ERROR = (
+    "CatTensors: in_keys were not given and there is no env to read them from; pass in_keys "
+    "or put the transform in a TransformedEnv"
 )
-NORM_CAT_DIM_ERROR = "ObservationNorm.init_stats: cat_dim must be given when reduce_dim is a tuple"
-
-
-def _as_float_tensor(value: float | torch.Tensor | None) -> torch.Tensor | None:
-    """Python numbers become default-dtype tensors (an int loc must not make outputs integral)."""
-    if value is None or isinstance(value, torch.Tensor):
-        return value
-    return torch.tensor(value, dtype=torch.get_default_dtype())
+POSITIVE_DIM_ERROR = (
+    "{cls}: {arg} should be smaller than 0 to accommodate for envs of different batch sizes "
+    "(got {value}); pass allow_positive_dim=True to count dims after the env batch dims"
+)
+PERMUTE_DIMS_ERROR = (
+    "Only tailing dims with negative indices are supported by PermuteTransform: dims must "
+    "reorder [-{n}, ..., -1]. Got {dims} instead."
+)
 
 
 def _sort_key(key: NestedKey) -> str:
-    return key if isinstance(key, str) else ".".join(key)
+    # torchrl's ordering of mixed plain and nested keys, so that concatenations line up
+    return key if isinstance(key, str) else "_-|-_".join(key)
+
+
+def spec_through(spec: TensorSpec, fn: Callable[[torch.Tensor], torch.Tensor]) -> TensorSpec:
+    """The spec of `fn(value)` for a layout map `fn` (unsqueeze, permute, ...) of `spec`'s values.
+
+    A Bounded spec's bounds go through `fn`; any other leaf keeps its kind with the new shape.
+    """
+    if isinstance(spec, Bounded):
+        low, high = fn(spec.low), fn(spec.high)
+        return Bounded(low=low, high=high, shape=low.shape, dtype=spec.dtype, device=spec.device)
+    shape = fn(torch.empty(spec.shape, device="meta")).shape
+    if isinstance(spec, Unbounded):
+        return Unbounded(shape=shape, dtype=spec.dtype, device=spec.device)
+    out = spec.clone()
+    out.shape = shape
+    return out
 
 
 class CatTensors(Transform):
     """Concatenates `in_keys` along `dim` into `out_key`, deleting the inputs unless `del_keys=False`.
 
-    The inputs are sorted by name first (`sort=False` keeps the given order).
+    The inputs are sorted by name first (`sort=False` keeps the given order). Without `in_keys`
+    every observation with one feature dim is concatenated (found in the env's observation spec,
+    only with `dim=-1`). `unsqueeze_if_oor=True` first unsqueezes inputs that lack `dim`.
 
     Examples:
         >>> import torch
@@ -51,54 +84,101 @@ class CatTensors(Transform):
 
     def __init__(
         self,
-        in_keys: Sequence[NestedKey],
+        in_keys: Sequence[NestedKey] | None = None,
         out_key: NestedKey = "observation_vector",
         dim: int = -1,
         *,
         del_keys: bool = True,
+        unsqueeze_if_oor: bool = False,
         sort: bool = True,
     ) -> None:
-        in_keys = [unravel_key(k) for k in in_keys]
-        if sort:
-            in_keys = sorted(in_keys, key=_sort_key)
+        if not isinstance(out_key, (str, tuple)):
+            raise TypeError(CAT_OUT_KEY_ERROR.format(type=type(out_key).__name__))
+        self._initialized = in_keys is not None
+        if in_keys is None:
+            if dim != -1:
+                raise ValueError(CAT_LAZY_DIM_ERROR.format(dim=dim))
+        else:
+            in_keys = [unravel_key(k) for k in in_keys]
+            if sort:
+                in_keys = sorted(in_keys, key=_sort_key)
         super().__init__(in_keys=in_keys, out_keys=[out_key])
         self.dim = dim
         self.del_keys = del_keys
-        out = self.out_keys[0]
-        self._deleted = [k for k in self.in_keys if k != out] if del_keys else []
+        self.unsqueeze_if_oor = unsqueeze_if_oor
+
+    @property
+    def keys_to_exclude(self) -> list[NestedKey]:
+        """The inputs deleted after concatenation (none unless `del_keys`)."""
+        if not self.del_keys:
+            return []
+        return [k for k in self.in_keys if k != self.out_keys[0]]
+
+    def _find_in_keys(self, observation_spec: Composite) -> None:
+        """Every observation with exactly one dim after the batch dims, sorted."""
+        batch_ndim = len(observation_spec.shape)
+        keys = [
+            key
+            for key, leaf in observation_spec.items(True, True)
+            if len(leaf.shape) - batch_ndim == 1
+        ]
+        self.in_keys = sorted(keys, key=_sort_key)
+        self._initialized = True
+
+    def _cat(self, values: list[torch.Tensor]) -> torch.Tensor:
+        if self.unsqueeze_if_oor:
+            dim = self.dim
+            values = [
+                v if (dim if dim >= 0 else -dim - 1) < v.ndim else v.unsqueeze(0 if dim < 0 else -1)
+                for v in values
+            ]
+        return torch.cat(values, self.dim)
 
     def _call(self, next_tensordict: TensorDictBase) -> TensorDictBase:
-        values = [next_tensordict.get(key, None) for key in self.in_keys]
+        if not self._initialized:
+            parent = self.parent
+            if parent is None:
+                raise RuntimeError(CAT_NO_KEYS_ERROR)
+            self._find_in_keys(parent.observation_spec)
+        values = [_get(next_tensordict, key) for key in self.in_keys]
         if any(value is None for value in values):
+            if self._missing_tolerance:
+                return next_tensordict
             missing = [k for k, v in zip(self.in_keys, values) if v is None]
-            if not self._missing_tolerance:
-                raise KeyError(
-                    MISSING_KEY_ERROR.format(
-                        cls="CatTensors",
-                        key=missing[0] if len(missing) == 1 else missing,
-                        keys=sorted(map(str, next_tensordict.keys(True))),
-                    )
+            raise KeyError(
+                MISSING_KEY_ERROR.format(
+                    cls="CatTensors",
+                    key=missing[0] if len(missing) == 1 else missing,
+                    keys=sorted(map(str, next_tensordict.keys(True))),
                 )
-            return next_tensordict
-        next_tensordict.set(self.out_keys[0], torch.cat(values, self.dim))
-        if self._deleted:
-            next_tensordict.exclude(*self._deleted, inplace=True)
+            )
+        next_tensordict.set(self.out_keys[0], self._cat(values))
+        excluded = self.keys_to_exclude
+        if excluded:
+            next_tensordict.exclude(*excluded, inplace=True)
         return next_tensordict
 
-    def transform_observation_spec(self, observation_spec: Composite) -> Composite:
+    def transform_observation_spec(self, observation_spec: TensorSpec) -> TensorSpec:
+        if not self._initialized and isinstance(observation_spec, Composite):
+            self._find_in_keys(observation_spec)
+        if not isinstance(observation_spec, Composite):
+            if len(self.in_keys) > 1:
+                raise ValueError(CAT_ONE_SPEC_ERROR.format(keys=self.in_keys))
+            return observation_spec  # one input: the concatenation is the input itself
         known = _spec_keys(observation_spec)
         missing = [k for k in self.in_keys if k not in known]
         if missing:
-            raise KeyError(
+            raise ValueError(
                 CAT_MISSING_SPEC_ERROR.format(keys=missing, known=sorted(map(str, known)))
             )
-        specs = [observation_spec[k] for k in self.in_keys]
-        shape = list(specs[0].shape)
-        shape[self.dim] = sum(spec.shape[self.dim] for spec in specs)
+        if not self.in_keys:
+            return observation_spec
+        specs = [observation_spec[key] for key in self.in_keys]
+        shape = self._cat([torch.empty(spec.shape, device="meta") for spec in specs]).shape
         observation_spec[self.out_keys[0]] = Unbounded(
-            shape=torch.Size(shape), dtype=specs[0].dtype, device=specs[0].device
+            shape=shape, dtype=specs[0].dtype, device=specs[0].device
         )
-        for key in self._deleted:
+        for key in self.keys_to_exclude:
             del observation_spec[key]
         return observation_spec
 
@@ -106,127 +186,228 @@ class CatTensors(Transform):
         return f"CatTensors(in_keys={self.in_keys}, out_key={self.out_keys[0]!r}, dim={self.dim})"
 
 
-class ObservationNorm(Transform):
-    """Affine map of observations: `obs * scale + loc`, or `(obs - loc) / scale` when `standard_normal`.
+class _FeatureDims(Transform):
+    """Shared by the layout transforms: dims counted from the end, or after the env batch dims."""
 
-    `loc` and `scale` may be left unset and estimated from rollouts with `init_stats`.
+    _call_on_reset = True
+
+    def _check_dim(self, arg: str, value: int, allow_positive_dim: bool) -> None:
+        if value >= 0 and not allow_positive_dim:
+            raise ValueError(
+                POSITIVE_DIM_ERROR.format(cls=type(self).__name__, arg=arg, value=value)
+            )
+
+    def _feature_dim(self, dim: int) -> int:
+        """A non-negative `dim` counts after the parent env's batch dims."""
+        if dim >= 0 and self.parent is not None:
+            return len(self.parent.batch_size) + dim
+        return dim
+
+    def _spec(self, spec: TensorSpec) -> TensorSpec:
+        return spec_through(spec, self._apply_transform)
+
+    def _inv_spec(self, spec: TensorSpec) -> TensorSpec:
+        """The outside's input spec, given the base env's (undoes `_inv_apply_transform`)."""
+        return spec_through(spec, self._apply_transform)
+
+    def transform_observation_spec(self, observation_spec: TensorSpec) -> TensorSpec:
+        return self._map_specs(observation_spec, self.in_keys, self.out_keys, self._spec)
+
+    def transform_reward_spec(self, reward_spec: TensorSpec) -> TensorSpec:
+        if not isinstance(reward_spec, Composite):
+            return reward_spec  # a lone reward spec is only transformed through a Composite
+        return self._map_specs(reward_spec, self.in_keys, self.out_keys, self._spec)
+
+    def transform_input_spec(self, input_spec: TensorSpec) -> TensorSpec:
+        return self._map_input_specs(input_spec, self._inv_spec)
+
+
+class FlattenObservation(_FeatureDims):
+    """Flattens the dims `first_dim` to `last_dim` (negative, i.e. counted from the end) of `in_keys`.
+
+    `allow_positive_dim=True` accepts non-negative dims, counted after the env batch dims.
 
     Examples:
         >>> import torch
         >>> from tensordict import TensorDict
-        >>> t = ObservationNorm(loc=0.5, scale=2.0, in_keys=["observation"])
-        >>> t(TensorDict(observation=torch.ones(2)))["observation"]
-        tensor([2.5000, 2.5000])
+        >>> td = TensorDict(pixels=torch.zeros(3, 4, 5))
+        >>> FlattenObservation(-2, -1)(td)["pixels"].shape
+        torch.Size([3, 20])
     """
-
-    _call_on_reset = True
 
     def __init__(
         self,
-        loc: float | torch.Tensor | None = None,
-        scale: float | torch.Tensor | None = None,
+        first_dim: int,
+        last_dim: int,
+        in_keys: Sequence[NestedKey] | NestedKey | None = None,
+        out_keys: Sequence[NestedKey] | NestedKey | None = None,
+        allow_positive_dim: bool = False,
+    ) -> None:
+        super().__init__(in_keys=["pixels"] if in_keys is None else in_keys, out_keys=out_keys)
+        self._check_dim("first_dim", first_dim, allow_positive_dim)
+        self._check_dim("last_dim", last_dim, allow_positive_dim)
+        self._first_dim = first_dim
+        self._last_dim = last_dim
+
+    @property
+    def first_dim(self) -> int:
+        """The first flattened dim."""
+        return self._feature_dim(self._first_dim)
+
+    @property
+    def last_dim(self) -> int:
+        """The last flattened dim."""
+        return self._feature_dim(self._last_dim)
+
+    def _apply_transform(self, observation: torch.Tensor) -> torch.Tensor:
+        return torch.flatten(observation, self.first_dim, self.last_dim)
+
+    def __repr__(self) -> str:
+        return (
+            f"FlattenObservation(first_dim={self.first_dim}, last_dim={self.last_dim}, "
+            f"in_keys={self.in_keys}, out_keys={self.out_keys})"
+        )
+
+
+class UnsqueezeTransform(_FeatureDims):
+    """Inserts a dim of size one at `unsqueeze_dim` in `in_keys`; squeezes it back in `in_keys_inv`.
+
+    `unsqueeze_dim` must be negative unless `allow_positive_dim=True` (then counted after the env
+    batch dims). With `in_keys_inv`, the outside sends the unsqueezed entry and the base env gets
+    it squeezed.
+
+    Examples:
+        >>> import torch
+        >>> from tensordict import TensorDict
+        >>> UnsqueezeTransform(-1, in_keys=["obs"])(TensorDict(obs=torch.zeros(3)))["obs"].shape
+        torch.Size([3, 1])
+    """
+
+    invertible = True
+
+    def __init__(
+        self,
+        unsqueeze_dim: int,
+        allow_positive_dim: bool = False,
         in_keys: Sequence[NestedKey] | NestedKey | None = None,
         out_keys: Sequence[NestedKey] | NestedKey | None = None,
         in_keys_inv: Sequence[NestedKey] | NestedKey | None = None,
         out_keys_inv: Sequence[NestedKey] | NestedKey | None = None,
-        standard_normal: bool = False,
-        eps: float = 1e-6,
     ) -> None:
         super().__init__(
-            in_keys=["observation"] if in_keys is None else in_keys,
+            in_keys=in_keys, out_keys=out_keys, in_keys_inv=in_keys_inv, out_keys_inv=out_keys_inv
+        )
+        self.allow_positive_dim = allow_positive_dim
+        self._check_dim(self._dim_name, unsqueeze_dim, allow_positive_dim)
+        self._unsqueeze_dim = unsqueeze_dim
+
+    _dim_name = "unsqueeze_dim"
+
+    @property
+    def unsqueeze_dim(self) -> int:
+        """The inserted dim."""
+        return self._feature_dim(self._unsqueeze_dim)
+
+    def _apply_transform(self, observation: torch.Tensor) -> torch.Tensor:
+        return observation.unsqueeze(self.unsqueeze_dim)
+
+    def _inv_apply_transform(self, observation: torch.Tensor) -> torch.Tensor:
+        return observation.squeeze(self.unsqueeze_dim)
+
+    def __repr__(self) -> str:
+        return (
+            f"{type(self).__name__}({self._dim_name}={self._feature_dim(self._unsqueeze_dim)}, "
+            f"in_keys={self.in_keys}, out_keys={self.out_keys}, in_keys_inv={self.in_keys_inv}, "
+            f"out_keys_inv={self.out_keys_inv})"
+        )
+
+
+class SqueezeTransform(UnsqueezeTransform):
+    """Removes the dim of size one at `squeeze_dim` from `in_keys`; puts it back in `in_keys_inv`.
+
+    Examples:
+        >>> import torch
+        >>> from tensordict import TensorDict
+        >>> SqueezeTransform(-1, in_keys=["obs"])(TensorDict(obs=torch.zeros(3, 1)))["obs"].shape
+        torch.Size([3])
+    """
+
+    _dim_name = "squeeze_dim"
+
+    def __init__(
+        self,
+        squeeze_dim: int,
+        allow_positive_dim: bool = False,
+        in_keys: Sequence[NestedKey] | NestedKey | None = None,
+        out_keys: Sequence[NestedKey] | NestedKey | None = None,
+        in_keys_inv: Sequence[NestedKey] | NestedKey | None = None,
+        out_keys_inv: Sequence[NestedKey] | NestedKey | None = None,
+    ) -> None:
+        super().__init__(
+            squeeze_dim,
+            allow_positive_dim,
+            in_keys=in_keys,
             out_keys=out_keys,
             in_keys_inv=in_keys_inv,
             out_keys_inv=out_keys_inv,
         )
-        self.standard_normal = standard_normal
-        self.eps = eps
-        self.register_buffer("loc", _as_float_tensor(loc))
-        self.register_buffer("scale", _as_float_tensor(scale))
 
     @property
-    def initialized(self) -> bool:
-        """Whether loc and scale are set."""
-        return self.loc is not None and self.scale is not None
+    def squeeze_dim(self) -> int:
+        """The removed dim."""
+        return self.unsqueeze_dim
 
-    def _apply_transform(self, obs: torch.Tensor) -> torch.Tensor:
-        loc, scale = self.loc, self.scale
-        if loc is None or scale is None:
-            raise RuntimeError(NORM_UNINITIALIZED_ERROR)
-        if self.standard_normal:
-            return (obs - loc) / scale.clamp_min(self.eps)
-        return obs * scale + loc
+    _apply_transform = UnsqueezeTransform._inv_apply_transform
+    _inv_apply_transform = UnsqueezeTransform._apply_transform
 
-    def _inv_apply_transform(self, obs: torch.Tensor) -> torch.Tensor:
-        loc, scale = self.loc, self.scale
-        if loc is None or scale is None:
-            raise RuntimeError(NORM_UNINITIALIZED_ERROR)
-        if self.standard_normal:
-            return obs * scale + loc
-        return (obs - loc) / scale
 
-    def _map_spec(self, spec: TensorSpec) -> TensorSpec:
-        if not isinstance(spec, Bounded) or not self.initialized:
-            return spec.clone()
-        a = self._apply_transform(spec.low)
-        b = self._apply_transform(spec.high)
-        return Bounded(
-            low=torch.minimum(a, b).to(spec.dtype),
-            high=torch.maximum(a, b).to(spec.dtype),
-            shape=spec.shape,
-            dtype=spec.dtype,
-            device=spec.device,
-        )
+class PermuteTransform(_FeatureDims):
+    """Permutes the trailing dims of `in_keys` (`dims` reorders `[-len(dims), ..., -1]`).
 
-    def transform_observation_spec(self, observation_spec: Composite) -> Composite:
-        return self._map_specs(observation_spec, self.in_keys, self.out_keys, self._map_spec)
+    With `in_keys_inv`, the outside sends permuted entries and the base env gets them in its
+    own order.
 
-    def transform_input_spec(self, input_spec: Composite) -> Composite:
-        for group in ("full_action_spec", "full_state_spec"):
-            self._map_specs(input_spec[group], self.in_keys_inv, self.out_keys_inv, self._map_spec)
-        return input_spec
+    Examples:
+        >>> import torch
+        >>> from tensordict import TensorDict
+        >>> t = PermuteTransform((-1, -3, -2), in_keys=["pixels"])  # channels last -> first
+        >>> t(TensorDict(pixels=torch.zeros(4, 5, 3)))["pixels"].shape
+        torch.Size([3, 4, 5])
+    """
 
-    def init_stats(
+    def __init__(
         self,
-        num_iter: int,
-        reduce_dim: int | tuple[int, ...] = 0,
-        cat_dim: int | None = None,
-        key: NestedKey | None = None,
-        keep_dims: tuple[int, ...] | None = None,
+        dims: Sequence[int],
+        in_keys: Sequence[NestedKey] | NestedKey | None = None,
+        out_keys: Sequence[NestedKey] | NestedKey | None = None,
+        in_keys_inv: Sequence[NestedKey] | NestedKey | None = None,
+        out_keys_inv: Sequence[NestedKey] | NestedKey | None = None,
     ) -> None:
-        """Estimate loc and scale from at least `num_iter` random steps of the parent env.
+        super().__init__(
+            in_keys=in_keys, out_keys=out_keys, in_keys_inv=in_keys_inv, out_keys_inv=out_keys_inv
+        )
+        dims = list(dims)
+        if sorted(dims) != list(range(-len(dims), 0)):
+            raise ValueError(PERMUTE_DIMS_ERROR.format(n=len(dims), dims=dims))
+        self.dims = dims
+        # the inverse permutation, in the same negative convention
+        inverse = [0] * len(dims)
+        for position, dim in enumerate(dims):
+            inverse[dim + len(dims)] = position - len(dims)
+        self._inverse_dims = inverse
 
-        The observations read at `key` (default: the first in_key) are concatenated along
-        `cat_dim` (default: `reduce_dim`), then reduced over `reduce_dim` to a mean and a standard
-        deviation; dims in `keep_dims` stay as singletons.
-        """
-        parent = self.parent
-        if parent is None:
-            raise RuntimeError(NORM_NO_PARENT_ERROR)
-        if cat_dim is None:
-            if isinstance(reduce_dim, tuple):
-                raise ValueError(NORM_CAT_DIM_ERROR)
-            cat_dim = reduce_dim
-        key = self.in_keys[0] if key is None else key
-        chunks, collected = [], 0
-        while collected < num_iter:
-            rollout = parent.rollout(max_steps=num_iter)
-            collected += rollout.numel()
-            chunks.append(rollout.get(key))
-        data = torch.cat(chunks, cat_dim)
-        dims = reduce_dim if isinstance(reduce_dim, tuple) else (reduce_dim,)
-        loc = data.mean(dims, keepdim=True)
-        scale = data.std(dims, keepdim=True).clamp_min(self.eps)
-        squeeze = [d for d in dims if keep_dims is None or d not in keep_dims]
-        for dim in sorted((d % data.ndim for d in squeeze), reverse=True):
-            loc, scale = loc.squeeze(dim), scale.squeeze(dim)
-        if not self.standard_normal:
-            scale = 1 / scale
-            loc = -loc * scale
-        self.loc, self.scale = loc, scale
-        self._on_transform_change()
+    def _permute(self, tensor: torch.Tensor, dims: list[int]) -> torch.Tensor:
+        lead = tensor.ndim - len(dims)
+        return tensor.permute(*range(lead), *(lead + len(dims) + d for d in dims))
+
+    def _apply_transform(self, observation: torch.Tensor) -> torch.Tensor:
+        return self._permute(observation, self.dims)
+
+    def _inv_apply_transform(self, state: torch.Tensor) -> torch.Tensor:
+        return self._permute(state, self._inverse_dims)
 
     def __repr__(self) -> str:
         return (
-            f"ObservationNorm(keys={self.in_keys}, standard_normal={self.standard_normal}, "
-            f"initialized={self.initialized})"
+            f"PermuteTransform(dims={self.dims}, in_keys={self.in_keys}, "
+            f"in_keys_inv={self.in_keys_inv})"
         )
