@@ -27,7 +27,10 @@ def _labels(spec, sample):
 
 MASKED = {
     # spec, allowed labels of each variable
-    "categorical": (lambda m: Categorical(4, shape=(3,), mask=m), torch.tensor([0, 1, 0, 1]).bool()),
+    "categorical": (
+        lambda m: Categorical(4, shape=(3,), mask=m),
+        torch.tensor([0, 1, 0, 1]).bool(),
+    ),
     "one_hot": (lambda m: OneHot(4, shape=(3, 4), mask=m), torch.tensor([0, 1, 0, 1]).bool()),
     "multi_one_hot": (
         lambda m: MultiOneHot([2, 3], shape=(3, 5), mask=m),
@@ -52,13 +55,17 @@ def _allowed(spec, labels):
         sizes = [2, 3]
         blocks = spec.mask.split(sizes, -1)
         return torch.stack(
-            [b.expand(*labels.shape[:-1], b.shape[-1]).gather(-1, labels[..., i : i + 1].long())
-             for i, b in enumerate(blocks)],
+            [
+                b.expand(*labels.shape[:-1], b.shape[-1]).gather(-1, labels[..., i : i + 1].long())
+                for i, b in enumerate(blocks)
+            ],
             -1,
         ).all()
-    return spec.mask.expand(*labels.shape, spec.mask.shape[-1]).gather(
-        -1, labels.long().unsqueeze(-1)
-    ).all()
+    return (
+        spec.mask.expand(*labels.shape, spec.mask.shape[-1])
+        .gather(-1, labels.long().unsqueeze(-1))
+        .all()
+    )
 
 
 def test_masked_rand_samples_only_allowed_actions(masked):
@@ -111,7 +118,9 @@ def test_all_masked_rows_raise_on_rand():
 
 def test_update_mask_checks_dtype_and_shape():
     spec = OneHot(3, shape=(2, 3))
-    with pytest.raises(ValueError, match=re.escape(MASK_DTYPE.format(dtype=torch.int64, cls="OneHot"))):
+    with pytest.raises(
+        ValueError, match=re.escape(MASK_DTYPE.format(dtype=torch.int64, cls="OneHot"))
+    ):
         spec.update_mask(torch.ones(3, dtype=torch.int64))
     for exc in (RuntimeError, ValueError, SpecShapeError):
         with pytest.raises(exc, match="Cannot expand mask to the desired shape"):
@@ -123,7 +132,9 @@ def test_update_mask_checks_dtype_and_shape():
     with pytest.raises(TypeError, match="take no mask"):
         Binary(3).update_mask(torch.ones(3, dtype=torch.bool))
     with pytest.raises(ValueError, match="same nvec"):
-        MultiCategorical(torch.tensor([[2, 3], [3, 2]])).update_mask(torch.ones(5, dtype=torch.bool))
+        MultiCategorical(torch.tensor([[2, 3], [3, 2]])).update_mask(
+            torch.ones(5, dtype=torch.bool)
+        )
 
 
 def test_mask_survives_shape_operations(masked):

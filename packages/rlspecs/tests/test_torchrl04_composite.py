@@ -198,9 +198,7 @@ class TestComposite:
 
     def test_change_batch_size(self, shape, is_complete, dtype):
         ts = self._composite_spec(shape, is_complete, dtype=dtype)
-        ts["nested"] = CompositeSpec(
-            leaf=UnboundedContinuousTensorSpec(shape), shape=shape
-        )
+        ts["nested"] = CompositeSpec(leaf=UnboundedContinuousTensorSpec(shape), shape=shape)
         ts = ts.expand(3, *shape)
         assert ts["nested"].shape == (3, *shape)
         assert ts["nested", "leaf"].shape == (3, *shape)

@@ -11,8 +11,8 @@ from rlspecs import (
     DEVICE_TYPING,
     BinaryBox,
     BinaryDiscreteTensorSpec,
-    Box,
     BoundedTensorSpec,
+    Box,
     BoxList,
     CategoricalBox,
     ContinuousBox,
@@ -218,7 +218,9 @@ class TestEquality:
         assert ts != OneHotDiscreteTensorSpec(6, device="cpu", dtype=torch.float16)
         assert ts != OneHotDiscreteTensorSpec(5, device="cpu:0", dtype=torch.float16)
         assert ts != OneHotDiscreteTensorSpec(5, device="cpu", dtype=torch.float64)
-        assert ts != OneHotDiscreteTensorSpec(5, device="cpu", dtype=torch.float16, use_register=True)
+        assert ts != OneHotDiscreteTensorSpec(
+            5, device="cpu", dtype=torch.float16, use_register=True
+        )
         other = self._ts_make_all_fields_equal(
             BoundedTensorSpec(0, 1, torch.Size((5,)), "cpu", torch.float16), ts
         )
@@ -290,7 +292,9 @@ class TestEquality:
         for i in range(len(nvec)):
             other_nvec = list(nvec)
             other_nvec[i] += 1
-            assert ts != MultiOneHotDiscreteTensorSpec(other_nvec, device="cpu", dtype=torch.float16)
+            assert ts != MultiOneHotDiscreteTensorSpec(
+                other_nvec, device="cpu", dtype=torch.float16
+            )
         assert ts != MultiOneHotDiscreteTensorSpec(nvec, device="cpu", dtype=torch.float64)
         other = self._ts_make_all_fields_equal(
             BoundedTensorSpec(0, 1, torch.Size((sum(nvec),)), "cpu", torch.float16), ts

@@ -38,8 +38,12 @@ RESHAPE_DOMAIN = (
 )
 TOO_MANY_INDICES = "too many indices for a spec of shape {shape}: {idx!r}"
 ONE_ELLIPSIS = "an index can only have a single ellipsis (`...`), got {idx!r}"
-INDEX_OUT_OF_RANGE = "index {index} is out of bounds for dim {dim} of size {size} (spec shape {shape})"
-BOOL_INDEX_SHAPE = "boolean index of shape {got} does not match dims {expected} of spec shape {shape}"
+INDEX_OUT_OF_RANGE = (
+    "index {index} is out of bounds for dim {dim} of size {size} (spec shape {shape})"
+)
+BOOL_INDEX_SHAPE = (
+    "boolean index of shape {got} does not match dims {expected} of spec shape {shape}"
+)
 BAD_INDEX = (
     "cannot index a spec with {type}: expected ints, slices, None, ..., ranges, lists, "
     "arrays or tensors"
@@ -570,7 +574,11 @@ class TensorSpec:
         if not 0 <= d < nbatch:
             raise ValueError(
                 UNBIND_DIM.format(
-                    cls=type(self).__name__, shape=self.shape, dim=dim, ndim=self.ndim, nbatch=nbatch
+                    cls=type(self).__name__,
+                    shape=self.shape,
+                    dim=dim,
+                    ndim=self.ndim,
+                    nbatch=nbatch,
                 )
             )
         return tuple(self[(slice(None),) * d + (i,)] for i in range(self.shape[d]))

@@ -103,9 +103,7 @@ class Categorical(TensorSpec):
         """Sample labels uniformly in ``0..n-1`` (among the allowed ones when masked)."""
         if self.mask is None:
             return _randint(self.n, self._full_shape(shape), self.dtype, self.device)
-        return masked_labels(self.mask, self._full_shape(shape), type(self).__name__).to(
-            self.dtype
-        )
+        return masked_labels(self.mask, self._full_shape(shape), type(self).__name__).to(self.dtype)
 
     def _in_domain(self, val: torch.Tensor) -> bool:
         if val.dtype == torch.bool:
@@ -302,9 +300,7 @@ class MultiCategorical(TensorSpec):
             self.mask = None
             return
         row = mask_row(self.nvec, type(self).__name__)
-        self.mask = check_mask(
-            mask, (*self.shape[:-1], sum(row)), self.device, type(self).__name__
-        )
+        self.mask = check_mask(mask, (*self.shape[:-1], sum(row)), self.device, type(self).__name__)
 
     def _default_space(self) -> Box:
         """One ``CategoricalBox`` per entry (nested ``BoxList``s over batch dims)."""

@@ -584,7 +584,10 @@ class Composite(TensorSpec):
         if not 0 <= d < self.ndim:
             raise ValueError(
                 UNBIND_DIM.format(
-                    cls=type(self).__name__, shape=self._shape, dim=dim, ndim=self.ndim,
+                    cls=type(self).__name__,
+                    shape=self._shape,
+                    dim=dim,
+                    ndim=self.ndim,
                     nbatch=self.ndim,
                 )
             )

@@ -21,9 +21,7 @@ ALL_MASKED = (
     "cannot sample from {cls}: {count} of the mask's rows allow no category at all "
     "(first at position {where})"
 )
-NOT_UNIFORM = (
-    "{cls} can only be masked when every batch entry has the same nvec, got nvec={nvec}"
-)
+NOT_UNIFORM = "{cls} can only be masked when every batch entry has the same nvec, got nvec={nvec}"
 
 
 def check_mask(mask: Any, shape: tuple[int, ...], device: torch.device, cls: str) -> torch.Tensor:
@@ -64,9 +62,7 @@ def labels_allowed(mask: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
     return mask.gather(-1, labels.long().expand(shape).unsqueeze(-1)).squeeze(-1)
 
 
-def replace_disallowed(
-    mask: torch.Tensor, labels: torch.Tensor, cls: str
-) -> torch.Tensor:
+def replace_disallowed(mask: torch.Tensor, labels: torch.Tensor, cls: str) -> torch.Tensor:
     """``labels`` with every label the mask forbids replaced by a random allowed one."""
     shape = torch.broadcast_shapes(mask.shape[:-1], labels.shape)
     labels = labels.long().expand(shape)

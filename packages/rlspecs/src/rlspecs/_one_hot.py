@@ -321,9 +321,7 @@ class MultiOneHot(TensorSpec):
         labels = [part.float().argmax(-1) for part in self._split(val)]
         if self.mask is not None:
             cls = type(self).__name__
-            labels = [
-                replace_disallowed(m, v, cls) for m, v in zip(self._split(self.mask), labels)
-            ]
+            labels = [replace_disallowed(m, v, cls) for m, v in zip(self._split(self.mask), labels)]
         parts = [F.one_hot(v, n) for v, n in zip(labels, self.nvec)]
         return torch.cat(parts, -1).to(self.dtype)
 
@@ -337,7 +335,9 @@ class MultiOneHot(TensorSpec):
             for i, (v, n) in enumerate(zip(t.unbind(-1), self.nvec)):
                 if v.numel() and (int(v.min()) < 0 or int(v.max()) >= n):
                     raise ValueError(
-                        LABEL_RANGE.format(cls=f"{type(self).__name__} block {i}", label=v, last=n - 1)
+                        LABEL_RANGE.format(
+                            cls=f"{type(self).__name__} block {i}", label=v, last=n - 1
+                        )
                     )
                 parts.append(_as_one_hot(v.long().unsqueeze(-1), n))
             t = torch.cat(parts, -1)

@@ -30,9 +30,7 @@ _NESTED_WARNING = ".*nested tensors is in prototype stage.*"
 EMPTY_STACK = "cannot stack an empty sequence of specs"
 STACK_NDIM = "Ndims differ, got shapes {shapes}: only specs of the same ndim stack"
 STACK_DIM = "stack dim {dim} is out of range for specs of {ndim} dims"
-STACK_TYPES = (
-    "Stacking specs cannot occur: Found more than one type of specs in the list ({types})"
-)
+STACK_TYPES = "Stacking specs cannot occur: Found more than one type of specs in the list ({types})"
 STACK_DTYPES = "Dtypes differ, got {dtypes}: only specs of one dtype stack"
 STACK_DEVICES = "Devices differ, got {devices}: move the specs to one device first"
 STACK_SHAPES = "Shapes differ, got {shapes}: only composites of the same shape stack"
@@ -81,7 +79,9 @@ def _check_stackable(specs: list[TensorSpec]) -> None:
     first = specs[0]
     if isinstance(first, Composite):
         if not all(isinstance(s, Composite) for s in specs):
-            raise SpecStackError(STACK_TYPES.format(types=sorted({type(s).__name__ for s in specs})))
+            raise SpecStackError(
+                STACK_TYPES.format(types=sorted({type(s).__name__ for s in specs}))
+            )
         if any(s.shape != first.shape for s in specs):
             raise SpecStackError(STACK_SHAPES.format(shapes=[tuple(s.shape) for s in specs]))
         devices = {s.device for s in specs} - {None}
@@ -174,7 +174,10 @@ class Stacked(TensorSpec):
         if not 0 <= d < self.ndim or self.shape[d] < 0:
             raise ValueError(
                 UNBIND_DIM.format(
-                    cls=type(self).__name__, shape=self.shape, dim=dim, ndim=self.ndim,
+                    cls=type(self).__name__,
+                    shape=self.shape,
+                    dim=dim,
+                    ndim=self.ndim,
                     nbatch=self.ndim,
                 )
                 + " and dims where the members differ cannot be unbound"

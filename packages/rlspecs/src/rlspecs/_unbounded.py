@@ -21,6 +21,8 @@ def dtype_range(dtype: torch.dtype) -> tuple[float | int | bool, float | int | b
         return False, True
     info = torch.finfo(dtype) if _is_floating(dtype) else torch.iinfo(dtype)
     return info.min, info.max
+
+
 # integer samples are drawn from this range (clipped to the dtype's own range)
 _INT_SAMPLE_RANGE = (-100, 100)
 
