@@ -6,7 +6,7 @@ import torch
 from tensordict import TensorDict, TensorDictBase
 
 from rlcore import EnvBase
-from rlspecs import Bounded, Categorical, Composite, Unbounded
+from rlspecs import Binary, Bounded, Categorical, Composite, OneHot, Unbounded
 
 
 class CountEnv(EnvBase):
@@ -169,3 +169,89 @@ class NestedDoneEnv(EnvBase):
 
     def _set_seed(self, seed):
         return None
+
+
+class ManyKeysEnv(EnvBase):
+    """Random observations `a`, `b`, `c` (3,), a random reward, never done (torchrl's test env)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.observation_spec = Composite(a=Unbounded(3), b=Unbounded(3), c=Unbounded(3))
+        self.reward_spec = Unbounded(1)
+        self.action_spec = Unbounded(2)
+
+    def _step(self, tensordict):
+        return self.observation_spec.rand().update(
+            {"reward": self.reward_spec.rand(), "done": torch.zeros(1, dtype=torch.bool)}
+        )
+
+    def _reset(self, tensordict):
+        return self.observation_spec.rand().update({"done": torch.zeros(1, dtype=torch.bool)})
+
+    def _set_seed(self, seed):
+        return seed
+
+
+class OneHotEnv(CountEnv):
+    """CountEnv with a one-hot action over `n` choices; records the action it receives."""
+
+    def __init__(self, n: int = 3, batch_size=()) -> None:
+        super().__init__(batch_size=batch_size)
+        self.action_spec = OneHot(n, shape=(*self.batch_size, n))
+        self.received = None
+
+    def _step(self, tensordict):
+        self.received = tensordict["action"].clone()
+        return super()._step(tensordict)
+
+
+class MaskedEnv(EnvBase):
+    """Four actions, each allowed once per episode; the mask is an observation and a state."""
+
+    def __init__(self, one_hot: bool = False) -> None:
+        super().__init__()
+        self.one_hot = one_hot
+        self.action_spec = OneHot(4) if one_hot else Categorical(4)
+        self.state_spec = Composite(action_mask=Binary(4, dtype=torch.bool))
+        self.observation_spec = Composite(
+            obs=Unbounded(3), action_mask=Binary(4, dtype=torch.bool)
+        )
+        self.reward_spec = Unbounded(1)
+
+    def _reset(self, tensordict):
+        return TensorDict(obs=torch.zeros(3), action_mask=torch.ones(4, dtype=torch.bool))
+
+    def _step(self, tensordict):
+        action = tensordict["action"]
+        index = action.argmax(-1) if self.one_hot else action
+        mask = tensordict["action_mask"].scatter(-1, index.unsqueeze(-1), False)
+        return TensorDict(
+            obs=torch.zeros(3), action_mask=mask, reward=torch.zeros(1), done=~mask.any().view(1)
+        )
+
+    def _set_seed(self, seed):
+        return seed
+
+
+class EmptySpecsEnv(EnvBase):
+    """Declares empty composites among its observations, rewards and actions (torchrl's DummyEnv)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.observation_spec = Composite(
+            observation=Unbounded(3), other=Composite(another_other=Composite())
+        )
+        self.full_action_spec = Composite(action=Unbounded(3), empty_action=Composite())
+        self.reward_spec = Composite(reward=Unbounded(1), other_reward=Composite())
+        self.seen_empty_action = False
+
+    def _reset(self, tensordict):
+        return self.observation_spec.rand().update(self.full_done_spec.zero())
+
+    def _step(self, tensordict):
+        self.seen_empty_action = "empty_action" in tensordict.keys()
+        out = self.observation_spec.rand().update(self.full_done_spec.zero())
+        return out.update(self.full_reward_spec.rand())
+
+    def _set_seed(self, seed):
+        return seed

@@ -1,6 +1,6 @@
 """Env transforms: `TransformedEnv` and the transforms it runs, grouped by what they transform."""
 
-from ._action import DiscreteActionProjection
+from ._action import ActionMask, DiscreteActionProjection
 from ._base import Compose, ObservationTransform, Transform
 from ._casts import DeviceCastTransform, DoubleToFloat, DTypeCastTransform
 from ._counters import InitTracker, StepCounter
@@ -68,6 +68,7 @@ __all__ = [
     "BinarizeReward",
     # actions
     "DiscreteActionProjection",
+    "ActionMask",
     # dtypes and devices
     "DTypeCastTransform",
     "DoubleToFloat",

@@ -7,11 +7,11 @@ import torch
 from tensordict import NestedKey, TensorDictBase
 from torch import nn
 
-from rlspecs import Composite, OneHot, TensorSpec
+from rlspecs import Categorical, Composite, MultiCategorical, MultiOneHot, OneHot, TensorSpec
 
-from ._base import Transform
+from ._base import Transform, _get
 
-__all__ = ["DiscreteActionProjection"]
+__all__ = ["ActionMask", "DiscreteActionProjection"]
 
 PROJECTION_SIZE_ERROR = (
     "The `max_actions` int must be greater or equal to `num_actions_effective` "
@@ -24,6 +24,19 @@ PROJECTION_SHAPE_ERROR = (
 PROJECTION_KEY_ERROR = (
     "DiscreteActionProjection: {key!r} not found in the action spec (keys: {keys})"
 )
+
+MASK_FORWARD_ERROR = (
+    "class ActionMask cannot be executed without a parent environment: it updates the mask of "
+    "the env's action spec (put it in a TransformedEnv)"
+)
+MASK_NO_PARENT_ERROR = (
+    "ActionMask.parent cannot be None: make sure this transform is executed within an "
+    "environment (it updates the env's action spec)."
+)
+MASK_SPEC_TYPE_ERROR = (
+    "ActionMask: the action spec of {key!r} must be one of {accepted}. Got {type} instead."
+)
+MASK_KEY_TYPE_ERROR = "ActionMask: the {arg} must be a nested key. Got {type} instead."
 
 
 class DiscreteActionProjection(Transform):
@@ -112,3 +125,94 @@ class DiscreteActionProjection(Transform):
             f"DiscreteActionProjection(num_actions_effective={self.num_actions_effective}, "
             f"max_actions={self.max_actions}, in_keys_inv={self.in_keys_inv})"
         )
+
+
+class ActionMask(Transform):
+    """Keeps the action spec's mask in step with a mask the env outputs.
+
+    After each reset and step, the boolean `mask_key` entry (True: the action is allowed) is
+    written into the mask of the env's `action_key` spec (`OneHot`, `Categorical`, `MultiOneHot`
+    or `MultiCategorical`), so that `env.rand_action()` and random rollouts only take allowed
+    actions. It needs an env: called on a tensordict it raises.
+
+    Examples:
+        >>> import torch
+        >>> from tensordict import TensorDict
+        >>> from rlcore import EnvBase
+        >>> from rlcore.transforms import TransformedEnv
+        >>> from rlspecs import Binary, Categorical, Composite, Unbounded
+        >>> class MaskedEnv(EnvBase):  # each action may be taken once per episode
+        ...     def __init__(self):
+        ...         super().__init__()
+        ...         self.action_spec = Categorical(4)
+        ...         self.state_spec = Composite(action_mask=Binary(4, dtype=torch.bool))
+        ...         self.observation_spec = Composite(
+        ...             obs=Unbounded(3), action_mask=Binary(4, dtype=torch.bool))
+        ...         self.reward_spec = Unbounded(1)
+        ...     def _reset(self, td):
+        ...         return TensorDict(obs=torch.zeros(3), action_mask=torch.ones(4, dtype=torch.bool))
+        ...     def _step(self, td):
+        ...         mask = td["action_mask"].scatter(-1, td["action"].unsqueeze(-1), False)
+        ...         return TensorDict(obs=torch.zeros(3), action_mask=mask,
+        ...                           reward=torch.zeros(1), done=~mask.any().view(1))
+        ...     def _set_seed(self, seed):
+        ...         pass
+        >>> env = TransformedEnv(MaskedEnv(), ActionMask())
+        >>> sorted(env.rollout(10)["action"].tolist())
+        [0, 1, 2, 3]
+    """
+
+    ACCEPTED_SPECS = (OneHot, Categorical, MultiOneHot, MultiCategorical)
+
+    def __init__(
+        self, action_key: NestedKey = "action", mask_key: NestedKey = "action_mask"
+    ) -> None:
+        for arg, key in (("action key", action_key), ("mask key", mask_key)):
+            if not isinstance(key, (str, tuple)):
+                raise ValueError(MASK_KEY_TYPE_ERROR.format(arg=arg, type=type(key).__name__))
+        super().__init__(in_keys=[action_key, mask_key], out_keys=[])
+        self._cached: tuple[object, TensorSpec] | None = None  # (input_spec, action leaf)
+
+    def forward(self, tensordict: TensorDictBase) -> TensorDictBase:
+        """Not available: see the class docstring."""
+        raise RuntimeError(MASK_FORWARD_ERROR)
+
+    def _action_spec(self) -> TensorSpec:
+        """The env's action leaf, looked up again only when the env's input spec is rebuilt."""
+        container = self.container
+        if container is None:
+            raise RuntimeError(MASK_NO_PARENT_ERROR)
+        input_spec = container.input_spec
+        cached = self._cached
+        if cached is not None and cached[0] is input_spec:
+            return cached[1]
+        key = self.in_keys[0]
+        spec = input_spec["full_action_spec"][key]
+        if not isinstance(spec, self.ACCEPTED_SPECS):
+            accepted = [cls.__name__ for cls in self.ACCEPTED_SPECS]
+            raise ValueError(
+                MASK_SPEC_TYPE_ERROR.format(key=key, accepted=accepted, type=type(spec).__name__)
+            )
+        self._cached = (input_spec, spec)
+        return spec
+
+    def _call(self, next_tensordict: TensorDictBase) -> TensorDictBase:
+        spec = self._action_spec()
+        mask = _get(next_tensordict, self.in_keys[1])
+        if mask is None:
+            self._missing(self.in_keys[1], next_tensordict)
+        else:
+            spec.update_mask(mask.to(spec.device))
+        return next_tensordict
+
+    def _reset(
+        self, tensordict: TensorDictBase, tensordict_reset: TensorDictBase
+    ) -> TensorDictBase:
+        spec = self._action_spec()
+        if _get(tensordict_reset, self.in_keys[1]) is None:
+            spec.update_mask(None)  # a reset without mask allows every action again
+            return tensordict_reset
+        return self._call(tensordict_reset)
+
+    def __repr__(self) -> str:
+        return f"ActionMask(action_key={self.in_keys[0]!r}, mask_key={self.in_keys[1]!r})"

@@ -51,6 +51,10 @@ NORM_KEEP_DIMS_ERROR = (
     "keep_dim elements must be part of reduce_dim list (keep_dims={keep_dims}, "
     "reduce_dim={reduce_dim})."
 )
+NORM_STATS_KEY_ERROR = (
+    "ObservationNorm.init_stats: {key!r} is not in the parent env's rollouts (keys: {keys}); "
+    "pass key= naming an entry of the env before this transform"
+)
 NORM_NON_FINITE_ERROR = "Non-finite values found in {name} (estimated from key {key!r})"
 
 
@@ -183,7 +187,11 @@ class ObservationNorm(Transform):
         while collected < num_iter:
             rollout = parent.rollout(max_steps=num_iter)
             collected += rollout.numel()
-            chunks.append(rollout.get(key))
+            chunk = rollout.get(key, None)
+            if chunk is None:
+                keys = sorted(map(str, rollout.keys(True, True)))
+                raise KeyError(NORM_STATS_KEY_ERROR.format(key=key, keys=keys))
+            chunks.append(chunk)
         data = torch.cat(chunks, cat_dim)
 
         # every dim negative, so that they name the same dims before and after squeezing

@@ -212,7 +212,11 @@ class RewardSum(Transform):
             raise ValueError(NO_TIME_DIM_ERROR.format(names=names))
         time_dim = names.index("time")
         for in_key, out_key in zip(self.in_keys, self.out_keys):
-            tensordict.set(out_key, tensordict.get(in_key).cumsum(time_dim))
+            reward = _get(tensordict, in_key)
+            if reward is None:
+                self._missing(in_key, tensordict)
+                continue
+            tensordict.set(out_key, reward.cumsum(time_dim))
         return tensordict
 
     def __repr__(self) -> str:
