@@ -213,9 +213,7 @@ class MaskedEnv(EnvBase):
         self.one_hot = one_hot
         self.action_spec = OneHot(4) if one_hot else Categorical(4)
         self.state_spec = Composite(action_mask=Binary(4, dtype=torch.bool))
-        self.observation_spec = Composite(
-            obs=Unbounded(3), action_mask=Binary(4, dtype=torch.bool)
-        )
+        self.observation_spec = Composite(obs=Unbounded(3), action_mask=Binary(4, dtype=torch.bool))
         self.reward_spec = Unbounded(1)
 
     def _reset(self, tensordict):
