@@ -15,6 +15,16 @@ from ._optional import import_optional, missing_extra_message
 from ._pickling import CloudpickleBox, clean_worker_environ
 from ._step_mdp import StepMDP, step_mdp
 from ._version import __version__
+from ._worker_errors import (
+    EnvClosedError,
+    RemoteTraceback,
+    WorkerDiedError,
+    WorkerError,
+    WorkerRaisedError,
+    WorkerTimeoutError,
+)
+from ._worker_loop import serve
+from ._worker_pool import WorkerPool
 
 __all__ = [
     # environments
@@ -30,6 +40,15 @@ __all__ = [
     # checks and spec helpers
     "check_env_specs",
     "make_composite_from_td",
+    # worker processes
+    "WorkerPool",
+    "serve",
+    "WorkerError",
+    "WorkerDiedError",
+    "WorkerTimeoutError",
+    "WorkerRaisedError",
+    "EnvClosedError",
+    "RemoteTraceback",
     # multi-agent
     "MarlGroupMapType",
     "check_marl_grouping",

@@ -1,0 +1,84 @@
+"""Worker functions for the worker-pool tests (module-level, so spawned workers import them)."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+
+from rlcore import serve
+
+
+class StrRaises(Exception):
+    """An exception whose ``__str__`` raises."""
+
+    def __str__(self) -> str:
+        raise RuntimeError("no text for you")
+
+
+class TwoArgs(Exception):
+    """Pickles, but cannot be unpickled (its args do not rebuild it)."""
+
+    def __init__(self, a, b):
+        super().__init__(f"{a}/{b}")
+
+
+class HoldsLock(Exception):
+    """Cannot be pickled at all."""
+
+    def __init__(self, message):
+        super().__init__(message)
+        self.lock = threading.Lock()
+
+
+class _LoadFails:
+    """A value that pickles in the worker and fails to unpickle in the main process."""
+
+    def __reduce__(self):
+        return _explode, ()
+
+
+def _explode():
+    raise ValueError("cannot rebuild this value")
+
+
+def _raise(kind: str):
+    errors = {
+        "value": ValueError("bad value"),
+        "str": StrRaises(),
+        "twoargs": TwoArgs(1, 2),
+        "lock": HoldsLock("holds a lock"),
+        "exit": SystemExit(5),
+    }
+    raise errors[kind]
+
+
+HANDLERS = {
+    "echo": lambda value: value,
+    "pid": lambda _: os.getpid(),
+    "ppid": lambda _: os.getppid(),
+    "sleep": lambda seconds: (time.sleep(seconds), seconds)[1],
+    "raise": _raise,
+    "exit": lambda code: os._exit(code),
+    "unpicklable": lambda _: threading.Lock(),
+    "load_fails": lambda _: _LoadFails(),
+}
+
+
+def echo_worker(conn) -> None:
+    """Serves ``HANDLERS``."""
+    serve(conn, lambda: HANDLERS, hot={b"p": "pid"})
+
+
+def hanging_setup_worker(conn) -> None:
+    """Never finishes starting."""
+    serve(conn, lambda: time.sleep(3600))
+
+
+def failing_setup_worker(conn) -> None:
+    """Fails to start."""
+
+    def setup():
+        raise KeyError("no such task")
+
+    serve(conn, setup)
