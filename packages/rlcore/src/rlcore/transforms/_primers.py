@@ -146,7 +146,9 @@ class TensorDictPrimer(ResetKeyMixin, Transform):
             if device is not None:
                 spec = spec.to(device)
             self.primers[key] = spec
-            observation_spec[key] = spec.clone()
+        # leaf by leaf: a nested primer joins the env's sub-composite instead of replacing it
+        for key in self.primers.keys(True, True):
+            observation_spec[key] = self.primers[key].clone()
         return observation_spec
 
     def transform_input_spec(self, input_spec: Composite) -> Composite:
@@ -197,14 +199,19 @@ class TensorDictPrimer(ResetKeyMixin, Transform):
         self, tensordict: TensorDictBase, tensordict_reset: TensorDictBase
     ) -> TensorDictBase:
         parent = self.parent
-        unlocked = parent is not None and not parent.batch_locked
-        shape = tensordict.batch_size if unlocked else torch.Size(())
+        batch = tensordict.batch_size
         reset = get_reset(self.reset_key, tensordict)
         if not bool(reset.any()):
             return tensordict_reset
         partial = not bool(reset.all())
         for key, spec in self.primers.items(True, True):
             key = unravel_key(key)
+            if parent is not None and parent.batch_locked:
+                shape = torch.Size(())  # the specs hold the env's batch dims
+            elif parent is None and spec.shape[: len(batch)] == batch:
+                shape = torch.Size(())
+            else:
+                shape = batch  # a batch-unlocked env, or data without env: the data's batch
             value = self._value(key, spec, shape)
             previous = tensordict.get(key, None) if partial else None
             if previous is not None and previous.shape == value.shape:

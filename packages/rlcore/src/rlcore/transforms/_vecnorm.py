@@ -54,6 +54,20 @@ def _sum_left(value: torch.Tensor, dest: torch.Tensor) -> torch.Tensor:
     return value.sum(tuple(range(extra))) if extra > 0 else value
 
 
+def _zero_stats(key: NestedKey, shape: torch.Size, dtype: torch.dtype, device: Any) -> TensorDict:
+    """`<key>_sum`, `<key>_ssq` (of the feature `shape`) and `<key>_count`, all zeros."""
+    if not dtype.is_floating_point:
+        dtype = torch.get_default_dtype()
+    return TensorDict(
+        {
+            _append_last(key, "_sum"): torch.zeros(shape, dtype=dtype, device=device),
+            _append_last(key, "_ssq"): torch.zeros(shape, dtype=dtype, device=device),
+            _append_last(key, "_count"): torch.zeros(1, dtype=torch.float, device=device),
+        },
+        batch_size=[],
+    )
+
+
 class _ProcessLock:
     """A lock shared by the processes it is sent to when they start (fork, spawn, forkserver).
 
@@ -172,16 +186,7 @@ class VecNorm(Transform):
             return
         if self.shapes is not None:
             shape = self.shapes[self.in_keys.index(key)]
-        if not dtype.is_floating_point:
-            dtype = torch.get_default_dtype()
-        stats = TensorDict(
-            {
-                _append_last(key, "_sum"): torch.zeros(shape, dtype=dtype, device=device),
-                _append_last(key, "_ssq"): torch.zeros(shape, dtype=dtype, device=device),
-                _append_last(key, "_count"): torch.zeros(1, dtype=torch.float, device=device),
-            },
-            batch_size=[],
-        )
+        stats = _zero_stats(key, shape, dtype, device)
         if stats.device is None or stats.device.type == "cpu":
             stats.share_memory_()
         if self._td is None:
@@ -297,7 +302,6 @@ class VecNorm(Transform):
                     standard_normal=True,
                     in_keys=[in_key],
                     out_keys=[out_key],
-                    eps=self.eps,
                 )
             )
         return norms[0] if len(norms) == 1 else Compose(*norms)
@@ -330,12 +334,11 @@ class VecNorm(Transform):
         missing = [key for key in keys if key not in known]
         if missing:
             raise KeyError(BATCHED_ENV_ERROR.format(keys=missing, known=sorted(map(str, known))))
-        out = VecNorm(in_keys=keys)
+        td = TensorDict(batch_size=[])
         for key in keys:
             leaf = known[key]
-            out._init_stats(key, leaf.shape[batch_ndim:], leaf.dtype, leaf.device)
-        td = out._td
-        return td.memmap_() if memmap else td
+            td.update(_zero_stats(key, leaf.shape[batch_ndim:], leaf.dtype, leaf.device))
+        return td.memmap_() if memmap else td.share_memory_()
 
     # ------------------------------------------------------------------ state
     def get_extra_state(self) -> OrderedDict:
