@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 import warnings
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, NoReturn
@@ -13,6 +12,7 @@ from torch import nn
 
 from rlcore import EnvBase
 
+from . import _ray_args as args
 from ._base import CollectorBase
 from ._multi_sync import MultiSyncDataCollector
 from ._ray_actor import ActorRestartedError, CollectorActor
@@ -31,44 +31,10 @@ ACTOR_TIMEOUT = (
     "RayCollector actors {idxs} did not answer within {timeout}s while {doing}; are the "
     "resources they ask for ({resources}) available in the cluster ({available})?"
 )
-_BAD_ENV_FNS = (
-    "create_env_fn must be an env factory (a callable) or a list of them, got {value!r}; "
-    "actors build their own envs, so pass e.g. `lambda: MyEnv()` rather than an env."
-)
-_BAD_LENGTH = "{name} has {got} entries but there are {n} collectors; give one per collector."
-_BAD_FRAMES = (
-    "frames_per_batch={frames} cannot be split into chunks of whole envs: {why}; pick a multiple."
-)
-_BAD_CLASS = (
-    "collector_class must be SyncDataCollector, MultiSyncDataCollector, a subclass of one, "
-    "'single' or 'sync', got {value!r}."
-)
-_BAD_WORKERS = (
-    "num_workers_per_collector={n} needs collector_class=MultiSyncDataCollector; "
-    "a SyncDataCollector runs one env factory."
-)
-_RESERVED_KWARG = (
-    "collector_kwargs[{idx}] sets {key!r}, which RayCollector sets too; give it in one place "
-    "(frames_per_batch and total_frames only to RayCollector)."
-)
-_BAD_RETRIES = (
-    "remote_configs[{idx}] sets max_task_retries={value!r}; RayCollector needs 0 (a retried "
-    "chunk call would run before the actor gets the current weights back) and restarts lost "
-    "actors itself (see max_restarts)."
-)
-_BAD_RESTARTS = "remote_configs[{idx}]['max_restarts'] must be an int >= -1, got {value!r}."
 _BAD_RANK = "worker_rank must be an int from 1 to {n} (or None for every actor), got {value!r}."
-_SPLIT_NEEDS_STACK = (
-    "split_trajs=True with collector_class=MultiSyncDataCollector needs its "
-    "cat_results='stack' (got {value!r}): concatenated workers share trajectory ids."
-)
 _RAY_RUNNING = "Ray is already initialized; ray_init_config={config!r} is ignored."
 
-DEFAULT_REMOTE_CONFIG: dict[str, Any] = {"num_cpus": 1, "max_restarts": 3}
-_COLLECTOR_CLASSES = {"single": SyncDataCollector, "sync": MultiSyncDataCollector}
-_RESERVED = ("frames_per_batch", "total_frames")
 _SHUTDOWN_S = 10.0
-_RETRY_S = 0.1
 _CHUNK_CALL = "collecting a chunk"
 _RESTORE_CALL = "restoring its state after a restart"
 
@@ -79,14 +45,6 @@ def _import_ray() -> Any:
     except ImportError as err:
         raise ImportError(MISSING_RAY) from err
     return ray
-
-
-def _per_collector(value: Any, n: int, name: str) -> list[Any]:
-    if isinstance(value, list | tuple):
-        if len(value) != n:
-            raise ValueError(_BAD_LENGTH.format(name=name, got=len(value), n=n))
-        return list(value)
-    return [value] * n
 
 
 def _unique_traj_ids(batch: TensorDictBase) -> TensorDictBase:
@@ -213,24 +171,26 @@ class RayCollector(CollectorBase):
         self._actors: list[Any] = []
         self._owns_ray = False
         ray = _import_ray()
-        env_fns = self._env_fns(create_env_fn, num_collectors)
+        env_fns = args.env_fns(create_env_fn, num_collectors)
         n = len(env_fns)
         self.num_collectors = n
-        self.collector_class = self._collector_class(collector_class, num_workers_per_collector)
+        self.collector_class = args.collector_class(collector_class, num_workers_per_collector)
         self.frames_per_batch = frames_per_batch
-        chunk = self._chunk_frames(frames_per_batch, n, sync, num_workers_per_collector)
+        chunk = args.chunk_frames(frames_per_batch, n, sync, num_workers_per_collector)
         if max_frames_per_traj is not None and max_frames_per_traj < 0:
             max_frames_per_traj = None  # torchrl's "no limit"
         ours = {
             "max_frames_per_traj": [max_frames_per_traj] * n,
             "reset_at_each_iter": [reset_at_each_iter or None] * n,
-            "device": _per_collector(device, n, "device"),
-            "storing_device": _per_collector(storing_device, n, "storing_device"),
-            "env_device": _per_collector(env_device, n, "env_device"),
-            "policy_device": _per_collector(policy_device, n, "policy_device"),
+            "device": args.per_collector(device, n, "device"),
+            "storing_device": args.per_collector(storing_device, n, "storing_device"),
+            "env_device": args.per_collector(env_device, n, "env_device"),
+            "policy_device": args.per_collector(policy_device, n, "policy_device"),
         }
-        self._collector_kwargs = self._actor_kwargs(collector_kwargs, n, chunk, split_trajs, ours)
-        self._remote_configs = self._remote_options(remote_configs, n)
+        self._collector_kwargs = args.actor_kwargs(
+            self.collector_class, collector_kwargs, n, chunk, split_trajs, ours
+        )
+        self._remote_configs = args.remote_options(remote_configs, n)
         self._env_fns = [
             [fn] * num_workers_per_collector
             if issubclass(self.collector_class, MultiSyncDataCollector)
@@ -252,7 +212,6 @@ class RayCollector(CollectorBase):
         self._since_update = [0] * n
         self._controls: list[list[Any]] = [[] for _ in range(n)]  # weight updates per actor
         self._pending: dict[Any, tuple[int, str]] = {}  # reference -> (actor, call)
-        self._restoring_since: dict[int, float] = {}
         self._info: list[dict[str, Any]] = [{} for _ in range(n)]
         if ray.is_initialized():
             if ray_init_config is not None:
@@ -273,88 +232,6 @@ class RayCollector(CollectorBase):
         except BaseException:
             self.shutdown()  # actors already created must not outlive a failed construction
             raise
-
-    # ------------------------------------------------------------------ argument checks
-
-    @staticmethod
-    def _env_fns(create_env_fn: Any, num_collectors: int | None) -> list[Any]:
-        fns = list(create_env_fn) if isinstance(create_env_fn, list | tuple) else [create_env_fn]
-        if not fns or any(isinstance(fn, EnvBase) or not callable(fn) for fn in fns):
-            raise TypeError(_BAD_ENV_FNS.format(value=create_env_fn))
-        if num_collectors is None:
-            return fns
-        if len(fns) == 1:
-            return fns * num_collectors
-        if len(fns) != num_collectors:
-            raise ValueError(
-                _BAD_LENGTH.format(name="create_env_fn", got=len(fns), n=num_collectors)
-            )
-        return fns
-
-    @staticmethod
-    def _collector_class(value: Any, workers: int) -> type:
-        cls = _COLLECTOR_CLASSES.get(value, value) if isinstance(value, str) else value
-        if not (
-            isinstance(cls, type) and issubclass(cls, SyncDataCollector | MultiSyncDataCollector)
-        ):
-            raise ValueError(_BAD_CLASS.format(value=value))
-        if workers != 1 and not issubclass(cls, MultiSyncDataCollector):
-            raise ValueError(_BAD_WORKERS.format(n=workers))
-        return cls
-
-    @staticmethod
-    def _chunk_frames(frames: Any, n: int, sync: bool, workers: int) -> int:
-        if not isinstance(frames, int) or frames <= 0:
-            raise ValueError(_BAD_FRAMES.format(frames=frames, why="it must be a positive int"))
-        if sync and frames % n:
-            why = f"sync=True gives each of the {n} collectors an equal share"
-            raise ValueError(_BAD_FRAMES.format(frames=frames, why=why))
-        chunk = frames // n if sync else frames
-        if chunk % workers:
-            why = f"each chunk of {chunk} frames is shared by {workers} workers"
-            raise ValueError(_BAD_FRAMES.format(frames=frames, why=why))
-        return chunk
-
-    def _actor_kwargs(
-        self, kwargs: Any, n: int, chunk: int, split_trajs: bool, ours: dict[str, list[Any]]
-    ) -> list[dict[str, Any]]:
-        """Each actor's collector kwargs: ``collector_kwargs`` plus ours (``None``: not given)."""
-        out = []
-        for idx, given in enumerate(_per_collector(kwargs or {}, n, "collector_kwargs")):
-            given = dict(given)
-            for key in _RESERVED:
-                if key in given:
-                    raise ValueError(_RESERVED_KWARG.format(idx=idx, key=key))
-            for key, values in ours.items():
-                if values[idx] is None:
-                    continue
-                if key in given:
-                    raise ValueError(_RESERVED_KWARG.format(idx=idx, key=key))
-                given[key] = values[idx]
-            given["frames_per_batch"] = chunk
-            if issubclass(self.collector_class, MultiSyncDataCollector):
-                given.setdefault("cat_results", "stack")
-                if split_trajs and given["cat_results"] != "stack":
-                    raise ValueError(_SPLIT_NEEDS_STACK.format(value=given["cat_results"]))
-            out.append(given)
-        return out
-
-    @staticmethod
-    def _remote_options(configs: Any, n: int) -> list[dict[str, Any]]:
-        out = []
-        for idx, config in enumerate(
-            _per_collector(
-                DEFAULT_REMOTE_CONFIG if configs is None else configs, n, "remote_configs"
-            )
-        ):
-            config = dict(config)
-            if config.get("max_task_retries", 0) != 0:
-                raise ValueError(_BAD_RETRIES.format(idx=idx, value=config["max_task_retries"]))
-            budget = config.setdefault("max_restarts", DEFAULT_REMOTE_CONFIG["max_restarts"])
-            if not isinstance(budget, int) or budget < -1:
-                raise ValueError(_BAD_RESTARTS.format(idx=idx, value=budget))
-            out.append(config)
-        return out
 
     # ------------------------------------------------------------------ actors
 
@@ -399,8 +276,11 @@ class RayCollector(CollectorBase):
         self._pending[self._actors[idx].next.remote()] = (idx, _CHUNK_CALL)
 
     def _restore(self, idx: int) -> None:
-        call = self._actors[idx].restore.remote(self._restarts[idx], self._weights_ref)
-        self._pending[call] = (idx, _RESTORE_CALL)
+        # Ray fails calls sent while an actor restarts; retried, this one waits for the restart
+        # (and fails if the actor is dead for good). Chunk calls are never retried: they must
+        # not run before the restore.
+        restore = self._actors[idx].restore.options(max_task_retries=-1)
+        self._pending[restore.remote(self._restarts[idx], self._weights_ref)] = (idx, _RESTORE_CALL)
 
     def _next_chunk(self, doing: str) -> tuple[int, TensorDictBase | None]:
         """Waits for the first call done: ``(actor, chunk)``, or ``(actor, None)`` for the rest.
@@ -428,13 +308,9 @@ class RayCollector(CollectorBase):
             self._lost(idx, err)
             return idx, None
         except ray.exceptions.RayActorError as err:
-            if call == _CHUNK_CALL:
-                self._lost(idx, err)
-            else:
-                self._retry_restore(idx)
+            self._lost(idx, err)
             return idx, None
         if call == _RESTORE_CALL:
-            self._restoring_since.pop(idx, None)
             self._request(idx)
             return idx, None
         self._check_controls(idx)
@@ -454,15 +330,7 @@ class RayCollector(CollectorBase):
             # Ray has given up on this actor (its restarts spent, ray.kill, ...): a new one
             self._ray.kill(self._actors[idx], no_restart=True)
             self._actors[idx] = self._spawn(idx)
-        self._restoring_since.setdefault(idx, time.monotonic())
         self._since_update[idx] = 0
-        self._restore(idx)
-
-    def _retry_restore(self, idx: int) -> None:
-        """The actor is still restarting: calls sent meanwhile fail, so send the restore again."""
-        if time.monotonic() - self._restoring_since[idx] > self.timeout:
-            self._fail_timeout([idx], "restarting")
-        time.sleep(_RETRY_S)
         self._restore(idx)
 
     def _check_controls(self, idx: int) -> None:
