@@ -42,6 +42,7 @@ nox.options.sessions = [
     "rllibs",
     "rlmodules",
     "rlcollectors",
+    "rlcollectors_ray",
     "downstream",
     "integration",
     "docs",
@@ -214,7 +215,8 @@ def tensordict_min(session: nox.Session) -> None:
 @nox.session(python=PYTHON)
 def integration(session: nox.Session) -> None:
     """Every package with its extras; the cross-package suite in integration_tests/."""
-    _install_local(session, _local_packages(), {"rllibs": "[all]"})
+    # rlcollectors[ray]: RayCollector's docstring example runs in test_docstring_examples
+    _install_local(session, _local_packages(), {"rllibs": "[all]", "rlcollectors": "[ray]"})
     _install(session, *CONSTRAINTS, *TEST_TOOLS, "pytest-rerunfailures>=14", "pyyaml", "packaging")
     # Workers start with spawn by default; the second run gives the seed's ParallelEnv fixture
     # the fork start method, so both are exercised (see ../shared/spec/MOCKS.md, conftest).
@@ -222,6 +224,15 @@ def integration(session: nox.Session) -> None:
     session.run(
         "pytest", "integration_tests/test_env.py", "-q", "--mp_fork_if_no_cuda", *session.posargs
     )
+
+
+@nox.session(python=PYTHON)
+def rlcollectors_ray(session: nox.Session) -> None:
+    """rlcollectors[ray]: RayCollector's tests (tests_ray/) on a real local Ray and cluster."""
+    _install_local(session, ["rlcollectors", "rlmocks"], {"rlcollectors": "[ray]"})
+    _install(session, *CONSTRAINTS, *TEST_TOOLS)
+    tests = PACKAGES_DIR / "rlcollectors" / "tests_ray"
+    session.run("pytest", str(tests), "-q", *session.posargs)
 
 
 @nox.session(python=PYTHON)
@@ -249,7 +260,9 @@ def lint(session: nox.Session) -> None:
 @nox.session(python=PYTHON)
 def docs(session: nox.Session) -> None:
     """Build the documentation site (mkdocs --strict) and run every example on its pages."""
-    _install_local(session, _local_packages(), {"rllibs": "[gym,atari,dmc]"})
+    _install_local(
+        session, _local_packages(), {"rllibs": "[gym,atari,dmc]", "rlcollectors": "[ray]"}
+    )
     _install(session, *CONSTRAINTS, "-r", str(ROOT / "docs" / "requirements.txt"))
     env = {"NO_MKDOCS_2_WARNING": "1"}
     session.run("mkdocs", "build", "--strict", "-f", str(ROOT / "docs" / "mkdocs.yml"), env=env)

@@ -23,6 +23,7 @@ from collections.abc import Callable
 import bench_batched
 import bench_gym
 import bench_memory
+import bench_ray
 import bench_rlcore
 import bench_scale
 import bench_startup
@@ -187,6 +188,7 @@ CASES = {
     "5": ("memory", bench_memory.measure),
     "6": ("spawn start-up", _no_section(bench_startup.rows)),
     "7": ("rollout at scale", bench_scale.measure),
+    "9": ("RayCollector", bench_ray.measure),
 }
 
 
