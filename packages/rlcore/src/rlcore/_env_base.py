@@ -596,6 +596,58 @@ class EnvBase(EnvSpecsMixin, nn.Module):
             return seed
         return _next_seed(seed)
 
+    @classmethod
+    def register_gym(
+        cls,
+        id: str,  # noqa: A002 (torchrl's and gymnasium's name)
+        *,
+        entry_point: Callable[..., EnvBase] | None = None,
+        transform: Any = None,
+        info_keys: list[NestedKey] | None = None,
+        backend: Any = None,
+        to_numpy: bool = False,
+        reward_threshold: float | None = None,
+        nondeterministic: bool = False,
+        max_episode_steps: int | None = None,
+        order_enforce: bool = True,
+        autoreset: bool = False,
+        disable_env_checker: bool = False,
+        apply_api_compatibility: bool = False,
+        **kwargs: Any,
+    ) -> None:
+        """Registers this env class (or ``entry_point``) in gymnasium under ``id``.
+
+        ``gymnasium.make(id)`` then returns a ``gymnasium.Env`` backed by a new env built with
+        ``kwargs`` (``make_vec`` for batched envs). Implemented by ``rllibs`` (found through
+        the ``rlcore.register_gym`` entry point; ``pip install "rllibs[gym]"``), whose
+        ``register_gym`` documents each argument.
+
+        Examples:
+            >>> try:  # then gymnasium.make("MyEnv-v0") returns a gymnasium.Env of a new MyEnv
+            ...     MyEnv.register_gym("MyEnv-v0", to_numpy=True)
+            ... except ImportError:  # rllibs[gym] is not installed
+            ...     pass
+        """
+        from rlcore._gym_registration import find_gym_registration
+
+        find_gym_registration(f"{cls.__name__}.register_gym")(
+            cls,
+            id,
+            entry_point=entry_point,
+            transform=transform,
+            info_keys=info_keys,
+            backend=backend,
+            to_numpy=to_numpy,
+            reward_threshold=reward_threshold,
+            nondeterministic=nondeterministic,
+            max_episode_steps=max_episode_steps,
+            order_enforce=order_enforce,
+            autoreset=autoreset,
+            disable_env_checker=disable_env_checker,
+            apply_api_compatibility=apply_api_compatibility,
+            **kwargs,
+        )
+
     def to(self, device: torch.device | str | int) -> EnvBase:
         """Moves the specs, parameters and buffers to ``device``."""
         device = parse_device(device)

@@ -13,9 +13,14 @@ from rlspecs import Bounded, Categorical, Composite, TensorSpec, Unbounded
 from ._extras import import_optional
 from ._gym_like import GymLikeEnv
 from ._gym_spaces import to_numpy
+from ._wrapper_api import classproperty, dm_control_available_envs
 
 __all__ = ["DMControlEnv", "DMControlWrapper"]
 
+UNKNOWN_TASK = (
+    "{env_name} with task {task_name} is unknown in dm_control; available_envs lists the "
+    "(domain, [tasks]) pairs of its suite: {available}"
+)
 NO_TASK_RANDOM = (
     "cannot seed {env}: its task has no random state (task._random); DMControlWrapper seeds "
     "dm_control suite tasks through it"
@@ -67,6 +72,7 @@ class DMControlWrapper(GymLikeEnv):
         frame_skip: times each action is repeated (rewards summed, stopping at the last step).
         device: device of the specs and outputs.
         render_kwargs: passed to the pixels wrapper (e.g. ``{"height": 84, "width": 84}``).
+        camera_id: the camera the pixels wrapper renders (unless ``render_kwargs`` names one).
 
     Examples:
         >>> from dm_control import suite
@@ -76,6 +82,16 @@ class DMControlWrapper(GymLikeEnv):
         torch.float64
     """
 
+    # torchrl 0.4's library attributes
+    git_url = "https://github.com/deepmind/dm_control"
+    libname = "dm_control"
+    available_envs = classproperty(lambda cls: dm_control_available_envs())
+
+    @property
+    def lib(self) -> Any:
+        """The dm_control module."""
+        return import_optional("dm_control", "dmc", type(self).__name__)
+
     def __init__(
         self,
         env: Any,
@@ -84,6 +100,7 @@ class DMControlWrapper(GymLikeEnv):
         frame_skip: int = 1,
         device: Any = None,
         render_kwargs: dict[str, Any] | None = None,
+        camera_id: int | str = 0,
     ) -> None:
         import_optional("dm_control", "dmc", type(self).__name__)
         task_env = env
@@ -93,7 +110,7 @@ class DMControlWrapper(GymLikeEnv):
             env = pixels.Wrapper(
                 env,
                 pixels_only=pixels_only,
-                render_kwargs=render_kwargs or {"camera_id": 0},
+                render_kwargs={"camera_id": camera_id, **(render_kwargs or {})},
             )
         super().__init__(device=device, batch_size=torch.Size([]), frame_skip=frame_skip)
         self._env = env
@@ -155,15 +172,17 @@ class DMControlEnv(DMControlWrapper):
     """Load a DeepMind Control Suite task by domain and task name and wrap it.
 
     Args:
-        domain: e.g. ``"humanoid"``.
-        task: e.g. ``"stand"``.
+        env_name: the domain, e.g. ``"humanoid"`` (one of ``available_envs``).
+        task_name: the task, e.g. ``"stand"``.
         from_pixels: as for ``DMControlWrapper``.
         pixels_only: as for ``DMControlWrapper``.
         frame_skip: as for ``DMControlWrapper``.
         device: as for ``DMControlWrapper``.
         render_kwargs: as for ``DMControlWrapper``.
+        camera_id: as for ``DMControlWrapper``.
         task_kwargs: passed to ``dm_control.suite.load``.
         environment_kwargs: passed to ``dm_control.suite.load``.
+        **kwargs: more task keyword arguments (as torchrl 0.4 takes them), e.g. ``time_limit``.
 
     Examples:
         >>> env = DMControlEnv("humanoid", "stand")
@@ -175,22 +194,34 @@ class DMControlEnv(DMControlWrapper):
 
     def __init__(
         self,
-        domain: str,
-        task: str,
+        env_name: str,
+        task_name: str,
         *,
         from_pixels: bool = False,
         pixels_only: bool = True,
         frame_skip: int = 1,
         device: Any = None,
         render_kwargs: dict[str, Any] | None = None,
+        camera_id: int | str = 0,
         task_kwargs: dict[str, Any] | None = None,
         environment_kwargs: dict[str, Any] | None = None,
+        **kwargs: Any,
     ) -> None:
-        import_optional("dm_control", "dmc", f"DMControlEnv({domain!r}, {task!r})")
+        import_optional("dm_control", "dmc", f"DMControlEnv({env_name!r}, {task_name!r})")
         from dm_control import suite
 
+        available = dict(dm_control_available_envs())
+        if task_name not in available.get(env_name, ()):
+            raise ValueError(
+                UNKNOWN_TASK.format(
+                    env_name=env_name, task_name=task_name, available=sorted(available.items())
+                )
+            )
         env = suite.load(
-            domain, task, task_kwargs=task_kwargs, environment_kwargs=environment_kwargs
+            env_name,
+            task_name,
+            task_kwargs={**(task_kwargs or {}), **kwargs},
+            environment_kwargs=environment_kwargs,
         )
         super().__init__(
             env,
@@ -199,9 +230,13 @@ class DMControlEnv(DMControlWrapper):
             frame_skip=frame_skip,
             device=device,
             render_kwargs=render_kwargs,
+            camera_id=camera_id,
         )
-        self.domain = domain
-        self.task = task
+        self.env_name = env_name
+        self.task_name = task_name
 
     def __repr__(self) -> str:
-        return f"{type(self).__name__}(env={self.domain}/{self.task}, device={self.device})"
+        return (
+            f"{type(self).__name__}(env={self.env_name}, task={self.task_name}, "
+            f"device={self.device})"
+        )

@@ -12,6 +12,7 @@ from rlspecs import Categorical, Composite, TensorSpec, Unbounded
 from ._extras import import_optional
 from ._gym_like import GymLikeEnv
 from ._gym_spaces import is_image_space, make_reader, make_writer, space_to_spec
+from ._wrapper_api import classproperty, get_library_name, gym_available_envs
 from ._gym_vector import VectorCalls
 
 __all__ = ["GymEnv", "GymWrapper", "set_specs_from_spaces"]
@@ -74,6 +75,17 @@ class GymWrapper(GymLikeEnv):
         >>> env.rollout(3)["next", "observation"].shape
         torch.Size([3, 3])
     """
+
+    # torchrl 0.4's library attributes (the rest of its API: rllibs._wrapper_api)
+    git_url = "https://github.com/Farama-Foundation/Gymnasium"
+    libname = "gym"
+    available_envs = classproperty(lambda cls: gym_available_envs())
+    get_library_name = staticmethod(get_library_name)
+
+    @property
+    def lib(self) -> Any:
+        """The gym library: gymnasium."""
+        return import_optional("gymnasium", "gym", type(self).__name__)
 
     def __init__(
         self,

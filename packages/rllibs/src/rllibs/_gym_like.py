@@ -15,6 +15,7 @@ from rlspecs.private_apis import td_new
 
 from ._gym_rollout import fast_rollout
 from ._info_reader import default_info_dict_reader
+from ._wrapper_api import LibraryWrapperAPI
 
 __all__ = ["GymLikeEnv"]
 
@@ -23,7 +24,7 @@ BAD_FRAME_SKIP = "frame_skip must be an integer >= 1, got {frame_skip!r}"
 InfoDictReader = Callable[[Mapping[str, Any], TensorDictBase], TensorDictBase]
 
 
-class GymLikeEnv(EnvBase):
+class GymLikeEnv(LibraryWrapperAPI, EnvBase):
     """Base of the wrappers of libraries that return NumPy results and info dicts.
 
     A subclass builds its specs, then sets two converters, decided once from the specs:

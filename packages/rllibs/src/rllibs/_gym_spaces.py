@@ -1,8 +1,8 @@
-"""Gymnasium spaces → specs, plus the per-space converters used on the step path.
+"""Gymnasium spaces ↔ specs, plus the per-space converters used on the step path.
 
 Each space gives three things, all decided once when the wrapper is built:
 
-- a spec (``space_to_spec``);
+- a spec (``space_to_spec``; ``spec_to_space`` goes the other way);
 - a reader turning what the env returns (NumPy arrays, Python scalars, dicts, tuples) into
   tensors (``make_reader``): ``torch.from_numpy`` on arrays already of the right dtype, so a
   step costs no copy and no spec lookup;
@@ -27,11 +27,19 @@ from rlspecs import (
     MultiCategorical,
     MultiOneHot,
     OneHot,
+    Stacked,
     TensorSpec,
     Unbounded,
 )
 
-__all__ = ["is_image_space", "make_reader", "make_writer", "space_to_spec", "to_numpy"]
+__all__ = [
+    "is_image_space",
+    "make_reader",
+    "make_writer",
+    "space_to_spec",
+    "spec_to_space",
+    "to_numpy",
+]
 
 UNSUPPORTED_SPACE = (
     "cannot convert the gymnasium space {space!r} to a spec: supported spaces are Box, Discrete, "
@@ -40,6 +48,11 @@ UNSUPPORTED_SPACE = (
 HETEROGENEOUS_TUPLE = (
     "cannot convert the gymnasium Tuple space {space!r}: its members give different specs; "
     "use a Dict space (one key per member) instead"
+)
+UNSUPPORTED_SPEC = (
+    "cannot convert the spec {spec!r}{where} to a gymnasium space: supported specs are Unbounded, "
+    "Bounded, Categorical, OneHot, MultiCategorical, MultiOneHot, Binary, Composite and Stacked "
+    "(stacked along dim 0)"
 )
 NESTED_TUPLE = (
     "cannot convert the gymnasium Tuple space {space!r}: Tuple members must be Box, Discrete, "
@@ -83,8 +96,11 @@ def space_to_spec(
 
     Box → ``Bounded`` (``Unbounded`` when every bound is infinite), dtype from the space;
     Discrete → ``OneHot`` (``Categorical`` with ``categorical_action_encoding``);
-    MultiDiscrete → ``MultiOneHot`` (``MultiCategorical``); MultiBinary → ``Binary``;
-    Dict → ``Composite``; Tuple → the members stacked on a leading dim.
+    MultiDiscrete → ``MultiOneHot`` (``MultiCategorical``), or, when every entry has the same
+    size ``n``, ``OneHot(n)`` (``Categorical(n)``) shaped like ``nvec``; MultiBinary → ``Binary``;
+    Dict → ``Composite``; Tuple → the members stacked on a leading dim. A Box whose bounds are
+    infinite or the extremes of its dtype (torchrl 0.4 writes those) is unbounded; a ``bool`` Box
+    gives ``Categorical(2, dtype=torch.bool)`` flags.
 
     Examples:
         >>> from gymnasium.spaces import Discrete
@@ -97,8 +113,10 @@ def space_to_spec(
     kwargs = {"categorical_action_encoding": categorical_action_encoding, "device": device}
     if isinstance(space, spaces.Box):
         dtype = _torch_dtype(space.dtype)
+        if dtype == torch.bool:
+            return Categorical(2, shape=space.shape, device=device, dtype=torch.bool)
         low, high = space.low, space.high
-        if np.isneginf(low).all() and np.isposinf(high).all():
+        if _is_unbounded(low, high, space.dtype):
             return Unbounded(shape=space.shape, device=device, dtype=dtype)
         return Bounded(
             low=torch.as_tensor(low),
@@ -113,6 +131,12 @@ def space_to_spec(
         return OneHot(int(space.n), device=device, dtype=torch.int64)
     if isinstance(space, spaces.MultiDiscrete):
         nvec = torch.as_tensor(space.nvec, dtype=torch.int64)
+        if nvec.numel() and bool((nvec == nvec.flatten()[0]).all()):
+            # one size for every entry: a shaped Categorical (OneHot), as torchrl 0.4 stacks them
+            n = int(nvec.flatten()[0])
+            if categorical_action_encoding:
+                return Categorical(n, shape=nvec.shape, device=device, dtype=torch.int64)
+            return OneHot(n, shape=(*nvec.shape, n), device=device, dtype=torch.int64)
         if categorical_action_encoding or nvec.ndim > 1:
             return MultiCategorical(nvec, device=device, dtype=torch.int64)
         return MultiOneHot(nvec, device=device, dtype=torch.int64)
@@ -132,6 +156,84 @@ def space_to_spec(
             raise ValueError(HETEROGENEOUS_TUPLE.format(space=space))
         return torch.stack(members, 0)
     raise TypeError(UNSUPPORTED_SPACE.format(space=space))
+
+
+def _is_unbounded(low: np.ndarray, high: np.ndarray, np_dtype: np.dtype) -> bool:
+    info = np.finfo(np_dtype) if np.issubdtype(np_dtype, np.floating) else np.iinfo(np_dtype)
+    return bool(
+        ((low == -np.inf) | (low <= info.min)).all()
+        and ((high == np.inf) | (high >= info.max)).all()
+    )
+
+
+def spec_to_space(spec: TensorSpec) -> Any:
+    """Return the gymnasium space of the values of ``spec`` (the inverse of ``space_to_spec``).
+
+    ``Unbounded`` → an infinite Box for floats (gymnasium samples those from a normal law;
+    its checker advises finite bounds), the dtype's extremes for integers; ``Bounded`` → a Box
+    of its bounds and dtype;
+    ``Categorical(n)`` → ``Discrete(n)``, or ``MultiDiscrete`` of ``n`` in every entry when it
+    has a shape; ``OneHot(n)`` → ``Discrete(n)`` (``MultiDiscrete`` with leading dims);
+    ``MultiCategorical``/``MultiOneHot`` → ``MultiDiscrete(nvec)``; ``Binary`` →
+    ``MultiBinary``; ``bool`` flags → a ``bool`` Box; ``Composite`` → ``Dict`` (nested keys as
+    nested Dicts, its batch dims dropped as torchrl 0.4 does); ``Stacked`` (dim 0) → ``Tuple``.
+    Round trips through ``space_to_spec`` give the spec back, except that a ``MultiCategorical``
+    (``MultiOneHot``) whose entries all have the same size comes back as a shaped
+    ``Categorical`` (``OneHot``) and that the members of a ``Stacked`` spec must be alike.
+
+    Examples:
+        >>> from rlspecs import Composite, OneHot, Unbounded
+        >>> spec_to_space(OneHot(3))
+        Discrete(3)
+        >>> spec_to_space(Composite(obs=Unbounded(2), flag=Categorical(2, dtype=torch.bool)))
+        Dict('flag': Box(False, True, (), bool), 'obs': Box(-inf, inf, (2,), float32))
+    """
+    return _spec_to_space(spec, ())
+
+
+def _spec_to_space(spec: TensorSpec, where: tuple) -> Any:
+    spaces = _spaces()
+    shape = tuple(spec.shape)
+    if isinstance(spec, Composite):
+        if spec.shape:
+            spec = spec[(0,) * len(spec.shape)]
+        return spaces.Dict({key: _spec_to_space(sub, (*where, key)) for key, sub in spec.items()})
+    if isinstance(spec, Stacked) and spec.dim == 0:
+        return spaces.Tuple(_spec_to_space(sub, where) for sub in spec.unbind(0))
+    dtype = getattr(spec, "dtype", None)
+    if dtype == torch.bool and isinstance(spec, (Unbounded, Categorical, Bounded)):
+        return spaces.Box(0, 1, shape, dtype=bool)
+    np_dtype = _numpy_dtype(dtype) if dtype is not None else None
+    if isinstance(spec, MultiOneHot):
+        nvec = np.asarray(spec.nvec, dtype=np.int64)
+        return spaces.MultiDiscrete(np.broadcast_to(nvec, (*shape[:-1], nvec.size)).copy())
+    if isinstance(spec, MultiCategorical):
+        return spaces.MultiDiscrete(spec.nvec.expand(shape).cpu().numpy(), dtype=np_dtype)
+    if isinstance(spec, Binary):
+        return spaces.MultiBinary(shape[0] if len(shape) == 1 else list(shape))
+    if isinstance(spec, Categorical):
+        if not shape:
+            return spaces.Discrete(spec.n)
+        return spaces.MultiDiscrete(np.full(shape, spec.n), dtype=np_dtype)
+    if isinstance(spec, OneHot):
+        if len(shape) == 1:
+            return spaces.Discrete(spec.n)
+        return spaces.MultiDiscrete(np.full(shape[:-1], spec.n))
+    if isinstance(spec, Bounded):
+        low = spec.low.detach().cpu().numpy()
+        high = spec.high.detach().cpu().numpy()
+        return spaces.Box(low, high, shape, dtype=np_dtype)
+    if isinstance(spec, Unbounded):
+        if np.issubdtype(np_dtype, np.floating):
+            return spaces.Box(-np.inf, np.inf, shape, dtype=np_dtype)
+        info = np.iinfo(np_dtype)
+        return spaces.Box(info.min, info.max, shape, dtype=np_dtype)
+    at = f" at key {where!r}" if where else ""
+    raise TypeError(UNSUPPORTED_SPEC.format(spec=spec, where=at))
+
+
+def _numpy_dtype(dtype: torch.dtype) -> np.dtype:
+    return torch.empty((), dtype=dtype).numpy().dtype
 
 
 def _first_max(values: list) -> int:
@@ -163,7 +265,7 @@ def _label_reader(start: Any) -> Reader:
     return read
 
 
-def _one_hot_reader(n: int, start: int) -> Reader:
+def _one_hot_reader(n: int, start: Any) -> Reader:
     read_labels = _label_reader(start)
     return lambda value: torch.nn.functional.one_hot(read_labels(value), n)
 
@@ -203,6 +305,8 @@ def make_reader(space: Any, spec: TensorSpec, batch_ndim: int = 0) -> Reader:
     if isinstance(space, spaces.MultiDiscrete):
         if isinstance(spec, MultiOneHot):
             return _multi_one_hot_reader(space.nvec.tolist(), space.start)
+        if isinstance(spec, OneHot):
+            return _one_hot_reader(spec.n, space.start)
         return _label_reader(space.start)
     if isinstance(space, spaces.Dict):
         readers = [
@@ -258,6 +362,8 @@ def make_writer(space: Any, spec: TensorSpec, batch_ndim: int = 0) -> Writer:
         return lambda action: int(action) + start
     if isinstance(space, spaces.MultiDiscrete):
         start = space.start
+        if isinstance(spec, OneHot):
+            return lambda action: to_numpy(action.argmax(-1)) + start
         if isinstance(spec, MultiOneHot):
             sizes = space.nvec.tolist()
 
@@ -278,3 +384,66 @@ def make_writer(space: Any, spec: TensorSpec, batch_ndim: int = 0) -> Writer:
             write(member) for write, member in zip(writers, action.unbind(batch_ndim))
         )
     raise TypeError(UNSUPPORTED_SPACE.format(space=space))
+
+
+# ---------------------------------------------------------------------- torchrl 0.4 names
+def _remap_state(space: Any) -> Any:
+    spaces = _spaces()
+    if isinstance(space, spaces.Dict):
+        subs = {key: _remap_state(sub) for key, sub in space.spaces.items()}
+        if "state" in subs and "observation" not in subs:
+            subs["observation"] = subs.pop("state")
+        return spaces.Dict(subs)
+    return space
+
+
+def _gym_to_torchrl_spec_transform(
+    spec: Any,
+    dtype: torch.dtype | None = None,
+    device: Any = None,
+    categorical_action_encoding: bool = False,
+    remap_state_to_observation: bool = True,
+    batch_size: tuple[int, ...] | torch.Size = (),
+) -> TensorSpec:
+    """torchrl 0.4's name and signature for ``space_to_spec``.
+
+    ``dtype`` overrides the dtype of a Box; ``remap_state_to_observation`` renames a Dict
+    entry ``"state"`` to ``"observation"`` (when there is none), as torchrl's wrappers name a
+    lone state vector; ``batch_size`` expands the spec to these leading dims.
+
+    Examples:
+        >>> from gymnasium.spaces import Box, Dict
+        >>> spec = _gym_to_torchrl_spec_transform(Dict(state=Box(-1, 1, (2,))), batch_size=(4,))
+        >>> list(spec.keys()), spec["observation"].shape
+        (['observation'], torch.Size([4, 2]))
+    """
+    spaces = _spaces()
+    if dtype is not None and isinstance(spec, spaces.Box):
+        np_dtype = _numpy_dtype(dtype)
+        spec = spaces.Box(spec.low.astype(np_dtype), spec.high.astype(np_dtype), dtype=np_dtype)
+    if remap_state_to_observation:
+        spec = _remap_state(spec)
+    result = space_to_spec(
+        spec, categorical_action_encoding=categorical_action_encoding, device=device
+    )
+    if batch_size:
+        if isinstance(result, Composite):
+            return result.expand(*batch_size)
+        return result.expand(*batch_size, *result.shape)
+    return result
+
+
+def _torchrl_to_gym_spec_transform(
+    spec: TensorSpec, categorical_action_encoding: bool = False
+) -> Any:
+    """torchrl 0.4's name and signature for ``spec_to_space``.
+
+    ``categorical_action_encoding`` is accepted for torchrl 0.4 compatibility: one-hot and
+    categorical specs give the same space.
+
+    Examples:
+        >>> from rlspecs import OneHot
+        >>> _torchrl_to_gym_spec_transform(OneHot(3), categorical_action_encoding=False)
+        Discrete(3)
+    """
+    return spec_to_space(spec)

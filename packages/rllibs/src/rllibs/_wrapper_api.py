@@ -1,0 +1,203 @@
+"""torchrl 0.4's wrapper API on our library wrappers.
+
+``LibraryWrapperAPI`` (a base of ``GymLikeEnv``) adds the converters torchrl's wrappers expose
+(``read_action``, ``read_obs``, ``read_reward``, ``read_done``), the ``info_dict_reader``
+list and attribute look-up through to the wrapped library env (``env.spec`` of a gymnasium
+env). ``classproperty`` and the library queries back ``available_envs``, ``lib`` and
+``get_library_name``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any, Generic, TypeVar
+
+import numpy as np
+import torch
+
+from ._extras import HAS_DMC, HAS_GYM
+
+__all__ = [
+    "LibraryWrapperAPI",
+    "classproperty",
+    "dm_control_available_envs",
+    "get_library_name",
+    "gym_available_envs",
+]
+
+UNKNOWN_LIBRARY = (
+    "Could not find the library of env {env}: rllibs wraps gymnasium envs (an action_space "
+    "that is a gymnasium.spaces.Space); build it with gymnasium, or install it with: "
+    'pip install "rllibs[gym]"'
+)
+NO_DONE = "read_done needs terminated or done, got terminated=None and done=None"
+
+T = TypeVar("T")
+
+
+class classproperty(Generic[T]):  # noqa: N801 (a decorator, named like property)
+    """A read-only property of the class (``GymEnv.available_envs``), also read on instances.
+
+    Examples:
+        >>> class Lib:
+        ...     @classproperty
+        ...     def names(cls):
+        ...         return [cls.__name__]
+        >>> Lib.names, Lib().names
+        (['Lib'], ['Lib'])
+    """
+
+    def __init__(self, getter: Callable[[type], T]) -> None:
+        self.getter = getter
+        self.__doc__ = getter.__doc__
+
+    def __get__(self, instance: Any, owner: type) -> T:
+        return self.getter(owner)
+
+
+def gym_available_envs() -> list[str]:
+    """The ids gymnasium can make (its registry), sorted; empty without gymnasium.
+
+    Examples:
+        >>> "CartPole-v1" in gym_available_envs()
+        True
+    """
+    if not HAS_GYM:
+        return []
+    import gymnasium
+
+    return sorted(gymnasium.envs.registry)
+
+
+def dm_control_available_envs() -> list[tuple[str, list[str]]]:
+    """The dm_control suite's ``(domain, [tasks])`` pairs (benchmarking and extra tasks).
+
+    Examples:
+        >>> ("cheetah", ["run"]) in dm_control_available_envs()
+        True
+    """
+    if not HAS_DMC:
+        return []
+    from dm_control import suite
+
+    tasks: dict[str, list[str]] = {}
+    for domain, task in (*suite.BENCHMARKING, *suite.EXTRA):
+        tasks.setdefault(domain, []).append(task)
+    return list(tasks.items())
+
+
+def get_library_name(env: Any) -> str:
+    """Return ``"gymnasium"`` for a gymnasium env or vector env (the one library we wrap).
+
+    Raises an ``ImportError`` naming the env otherwise (a legacy ``gym`` env, say).
+
+    Examples:
+        >>> import gymnasium
+        >>> get_library_name(gymnasium.make("CartPole-v1"))
+        'gymnasium'
+    """
+    if HAS_GYM:
+        import gymnasium
+
+        if isinstance(getattr(env, "action_space", None), gymnasium.spaces.Space):
+            return "gymnasium"
+    raise ImportError(UNKNOWN_LIBRARY.format(env=env))
+
+
+class LibraryWrapperAPI:
+    """torchrl 0.4's converters and look-ups on a wrapper of a library env (``self._env``).
+
+    The converters are the ones the wrapper uses on each step (decided when its specs were
+    built), exposed for code written against torchrl's ``GymLikeEnv``.
+    """
+
+    _env: Any
+
+    def read_action(self, action: Any) -> Any:
+        """Convert an action tensor (or tensordict) into what the library env's ``step`` takes.
+
+        Examples:
+            >>> from rllibs import GymEnv
+            >>> GymEnv("CartPole-v1").read_action(torch.tensor([0, 1]))
+            1
+        """
+        return self._write_action(action)
+
+    def read_obs(self, observations: Any) -> dict[str, Any]:
+        """Convert an observation of the library env into the entries of the observation spec.
+
+        Examples:
+            >>> from rllibs import GymEnv
+            >>> sorted(GymEnv("Pendulum-v1").read_obs(np.zeros(3, np.float32)))
+            ['observation']
+        """
+        return self._read_obs(observations)
+
+    def read_reward(self, reward: Any) -> torch.Tensor:
+        """Convert a reward of the library env into a tensor of the reward spec (NaN for None).
+
+        Examples:
+            >>> from rllibs import GymEnv
+            >>> GymEnv("Pendulum-v1").read_reward(-1.5)
+            tensor([-1.5000])
+        """
+        spec = self.full_reward_spec[self.reward_key]
+        if reward is None:
+            return torch.full(spec.shape, float("nan"), dtype=spec.dtype, device=spec.device)
+        if isinstance(reward, torch.Tensor):
+            return reward.to(spec.dtype).reshape(spec.shape)
+        value = torch.from_numpy(np.asarray(reward, dtype=self._reward_dtype).reshape(spec.shape))
+        return value.to(spec.dtype)
+
+    def read_done(
+        self,
+        terminated: Any = None,
+        truncated: Any = None,
+        done: Any = None,
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, bool]:
+        """Return ``(terminated, truncated, done, stop)`` tensors from the library's flags.
+
+        ``done`` defaults to ``terminated | truncated`` (``terminated`` alone without
+        ``truncated``); ``truncated`` defaults to False; a bare ``done`` is read as
+        ``terminated``. ``stop`` tells whether any entry is done (a frame-skip loop ends there).
+
+        Examples:
+            >>> from rllibs import GymEnv
+            >>> GymEnv("Pendulum-v1").read_done(terminated=False, truncated=True)
+            (tensor([False]), tensor([True]), tensor([True]), True)
+        """
+        if terminated is None:
+            if done is None:
+                raise ValueError(NO_DONE)
+            terminated = done
+        terminated = torch.as_tensor(np.asarray(terminated, dtype=bool))
+        truncated = torch.as_tensor(
+            np.asarray(False if truncated is None else truncated, dtype=bool)
+        ).expand_as(terminated)
+        done = (
+            terminated | truncated
+            if done is None
+            else torch.as_tensor(np.asarray(done, dtype=bool))
+        )
+        shape = self._flag_shape
+        return (
+            terminated.reshape(shape),
+            truncated.reshape(shape).clone(),
+            done.reshape(shape),
+            bool(done.any()),
+        )
+
+    @property
+    def info_dict_reader(self) -> list[Callable[[Mapping[str, Any], Any], Any]]:
+        """The info dict readers, in the order they run (see ``set_info_dict_reader``)."""
+        return self._info_dict_readers
+
+    def __getattr__(self, name: str) -> Any:
+        # torchrl's wrappers read unknown public attributes from the library env (env.spec)
+        try:
+            return super().__getattr__(name)  # nn.Module: parameters, buffers, submodules
+        except AttributeError:
+            env = self.__dict__.get("_env")
+            if env is None or name.startswith("_"):
+                raise
+            return getattr(env, name)
