@@ -9,22 +9,23 @@ import sys
 import pytest
 
 import rllibs
-from rllibs import DMControlEnv, GymEnv, GymWrapper
+from rllibs import DMControlEnv, GymEnv, GymWrapper, MultiThreadedEnv, MultiThreadedEnvWrapper
 from rllibs._extras import MISSING_EXTRA
 
 
 def test_flags_and_seed_era_aliases_agree():
     assert rllibs._has_gym is rllibs.HAS_GYM
     assert rllibs._has_dmc is rllibs.HAS_DMC
+    assert rllibs._has_envpool is rllibs.HAS_ENVPOOL
 
 
 def test_import_rllibs_works_without_gymnasium_or_dm_control():
     code = (
         "import sys\n"
-        "for name in ('gymnasium', 'dm_control', 'mujoco', 'ale_py'):\n"
+        "for name in ('gymnasium', 'dm_control', 'mujoco', 'ale_py', 'envpool'):\n"
         "    sys.modules[name] = None\n"
         "import rllibs\n"
-        "assert not rllibs.HAS_GYM and not rllibs.HAS_DMC\n"
+        "assert not rllibs.HAS_GYM and not rllibs.HAS_DMC and not rllibs.HAS_ENVPOOL\n"
         "assert 'gymnasium' not in [m for m, v in sys.modules.items() if v is not None]\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
@@ -33,7 +34,8 @@ def test_import_rllibs_works_without_gymnasium_or_dm_control():
 def test_import_rllibs_does_not_import_the_backends():
     code = (
         "import sys, rllibs\n"
-        "loaded = [m for m in ('gymnasium', 'dm_control', 'mujoco', 'ale_py') if m in sys.modules]\n"
+        "backends = ('gymnasium', 'dm_control', 'mujoco', 'ale_py', 'envpool')\n"
+        "loaded = [m for m in backends if m in sys.modules]\n"
         "assert not loaded, loaded\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
@@ -67,3 +69,19 @@ def test_missing_ale_names_the_atari_extra(monkeypatch):
     message = MISSING_EXTRA.format(what="GymEnv('ALE/Pong-v5')", module="ale_py", extra="atari")
     with pytest.raises(ImportError, match=re.escape(message)):
         GymEnv("ALE/Pong-v5")
+
+
+@pytest.mark.parametrize(
+    "make,what",
+    [
+        (lambda: MultiThreadedEnv(2, "Pendulum-v1"), "MultiThreadedEnv('Pendulum-v1')"),
+        (lambda: MultiThreadedEnvWrapper(object()), "MultiThreadedEnvWrapper"),
+    ],
+    ids=["MultiThreadedEnv", "MultiThreadedEnvWrapper"],
+)
+def test_missing_envpool_names_the_envpool_extra(monkeypatch, make, what):
+    monkeypatch.setitem(sys.modules, "envpool", None)  # the import system now fails on it
+    with pytest.raises(ImportError) as error:
+        make()
+    message = str(error.value)
+    assert what in message and '"envpool"' in message and "rllibs[envpool]" in message

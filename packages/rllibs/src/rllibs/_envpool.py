@@ -55,6 +55,11 @@ PARTIAL_SEED = (
     "MultiThreadedEnvWrapper: reset(seed={seed}) with a partial '_reset' mask; EnvPool seeds "
     "the whole pool when it is made, so a seed needs a full reset"
 )
+ASYNC_UNEVEN_RESET = (
+    "MultiThreadedEnvWrapper (async mode): cannot restart every sub-env: {left} of them still "
+    "owe a result, fewer than a batch ({batch}), so EnvPool would wait for ever; use num_envs "
+    "({num_envs}) a multiple of batch_size, or MultiThreadedEnv, which rebuilds the pool"
+)
 ASYNC_FRAME_SKIP = (
     "MultiThreadedEnvWrapper: frame_skip={frame_skip} is not available in async mode (each step "
     "returns other sub-envs); pass EnvPool's own frame_skip in create_env_kwargs"
@@ -129,7 +134,12 @@ class MultiThreadedEnvWrapper(GymLikeEnv):
         # async mode: the sub-env of each row, its last observation and whether it just ended
         self._env_ids = np.zeros(self.batch_size[0], dtype=np.int32)
         self._last_obs: Any = None
+        self._last_info: dict = {}
         self._rows_done = np.zeros(self.batch_size[0], dtype=bool)
+        # results EnvPool owes us (a pool holds at most one per sub-env), and whether actions
+        # were sent since the last full reset
+        self._outstanding = 0
+        self._stepped = False
         self._make_specs()
         self._env_reset(None, None)
 
@@ -160,7 +170,8 @@ class MultiThreadedEnvWrapper(GymLikeEnv):
         mask = None if tensordict is None else tensordict.get("_reset", None)
         if mask is not None:
             mask = mask.reshape(self.batch_size).cpu().numpy()
-            if mask.all():
+            # async: rows are not sub-envs, so even an all-True mask restarts only those rows
+            if mask.all() and not self.is_async:
                 mask = None
         if seed is not None:
             if mask is not None:
@@ -169,9 +180,7 @@ class MultiThreadedEnvWrapper(GymLikeEnv):
         if not self.is_async:
             return self._vector.reset(mask, **kwargs)
         if mask is None:
-            self._env.async_reset()
-            obs, _, _, _, info = self._receive()
-            return obs, info
+            return self._restart_all()
         running = mask & ~self._rows_done
         if running.any():
             rows = np.flatnonzero(running).tolist()
@@ -184,14 +193,42 @@ class MultiThreadedEnvWrapper(GymLikeEnv):
         if not self.is_async:
             return self._vector.step(action)
         self._env.send(action, self._env_ids)
+        self._outstanding += len(self._env_ids)
+        self._stepped = True
         return self._receive()
 
     def _receive(self) -> tuple:
         obs, reward, terminated, truncated, info = self._env.recv()
+        self._outstanding -= len(info["env_id"])
         self._env_ids = np.asarray(info["env_id"], dtype=np.int32)
         self._rows_done = np.logical_or(terminated, truncated)
         self._last_obs = (obs, self._env_ids)
+        self._last_info = info
         return self._last_obs, reward, terminated, truncated, info
+
+    def _restart_all(self) -> tuple:
+        """Async full reset: every sub-env starts a new episode; the first rows are returned."""
+        if self._last_obs is not None and not self._stepped:
+            # nothing was sent since the last full reset: these rows are fresh episodes
+            return self._last_obs, self._last_info
+        rows = self.batch_size[0]
+        while self._outstanding >= rows:  # results of actions sent before: dropped by a reset
+            self._env.recv()
+            self._outstanding -= rows
+        if self._outstanding:  # fewer left than a batch: recv would wait for ever
+            self._replace_pool()
+        self._env.async_reset()
+        self._outstanding = self.num_workers
+        self._stepped = False
+        obs, _, _, _, info = self._receive()
+        return obs, info
+
+    def _replace_pool(self) -> None:
+        raise RuntimeError(
+            ASYNC_UNEVEN_RESET.format(
+                num_envs=self.num_workers, batch=self.batch_size[0], left=self._outstanding
+            )
+        )
 
     def _set_seed(self, seed: int | None) -> None:
         if seed is not None:
@@ -268,6 +305,12 @@ class MultiThreadedEnv(MultiThreadedEnvWrapper):
         self.create_env_kwargs["seed"] = seed
         old = self._env
         self._attach(self._build_env(self.num_workers))
+        old.close()
+
+    def _replace_pool(self) -> None:
+        old = self._env
+        self._env = self._build_env(self.num_workers)
+        self._outstanding = 0
         old.close()
 
     def __repr__(self) -> str:

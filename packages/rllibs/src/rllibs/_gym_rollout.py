@@ -86,10 +86,9 @@ def _class_allows(cls: type) -> bool:
 class _Plan:
     """What the loop needs to know about an env, read once from its specs."""
 
-    __slots__ = ("obs_keys", "batched")
+    __slots__ = ("batched",)
 
-    def __init__(self, obs_keys: tuple[str, ...], batched: bool) -> None:
-        self.obs_keys = obs_keys
+    def __init__(self, batched: bool) -> None:
         self.batched = batched
 
 
@@ -107,7 +106,7 @@ def _make_plan(env: GymLikeEnv) -> _Plan | None:
         or any(env.full_done_spec[name].shape != flag_shape for name in DONE_NAMES)
     ):
         return None
-    return _Plan(tuple(keys), bool(env.batch_size))
+    return _Plan(bool(env.batch_size))
 
 
 def _plan(env: GymLikeEnv) -> _Plan | None:
@@ -215,7 +214,10 @@ class _Loop:
         self.flag_shape = torch.Size((*batch, 1))
         self.layout: tuple[str, ...] = ()
         self.root_columns: list[list[torch.Tensor]] = []
-        self.obs_columns: list[list[torch.Tensor]] = [[] for _ in plan.obs_keys]
+        # observation keys in the order _read_obs gives them (the order of "next"), read at
+        # the first step
+        self.obs_keys: tuple[str, ...] = ()
+        self.obs_columns: list[list[torch.Tensor]] = []
         # each step's reward, terminated and truncated as the library returned them
         self.flags: dict[str, list] = {name: [] for name in FLAG_NAMES}
         self.root_device: torch.device | None = None
@@ -240,7 +242,6 @@ class _Loop:
 
     def run(self, root: TensorDictBase, max_steps: int) -> TensorDictBase:
         env, plan, act = self.env, self.plan, self.act
-        obs_keys, obs_columns = plan.obs_keys, self.obs_columns
         batched = plan.batched
         batch, flag_shape = self.batch, self.flag_shape
         device = env.device
@@ -274,6 +275,9 @@ class _Loop:
             truncateds.append(truncated)
             done = terminated | truncated
             observations = read_obs(obs)
+            if i == 0:
+                self.obs_keys = obs_keys = tuple(observations)
+                self.obs_columns = obs_columns = [[] for _ in obs_keys]
             for key, column in zip(obs_keys, obs_columns):
                 column.append(observations[key])
             steps = i + 1
@@ -320,7 +324,7 @@ class _Loop:
             request = td_new({"_reset": mask}, self.batch, env.device)
             obs, _ = env._env_reset(request, seed)
             observations = env._read_obs(obs)
-            for key in self.plan.obs_keys:
+            for key in self.obs_keys:
                 new, old = observations[key], new_root[key]
                 where = mask.reshape(*mask.shape[:1], *([1] * (new.ndim - 1)))
                 new_root[key] = torch.where(where, new, old)
@@ -343,7 +347,7 @@ class _Loop:
         return out
 
     def _next_td(self, i: int, observations: dict) -> TensorDict:
-        source = {key: observations[key] for key in self.plan.obs_keys}
+        source = {key: observations[key] for key in self.obs_keys}
         dim = len(self.batch)
         for name, value in self._flags(i, i + 1).items():
             source[name] = value.squeeze(dim)
@@ -355,7 +359,7 @@ class _Loop:
         try:
             next_source = {
                 key: torch.stack(column, dim)
-                for key, column in zip(self.plan.obs_keys, self.obs_columns)
+                for key, column in zip(self.obs_keys, self.obs_columns)
             }
             next_source.update(self._flags(0, steps))
             source = {
@@ -376,7 +380,7 @@ class _Loop:
         out = []
         for i in range(steps):
             observations = {
-                key: column[i] for key, column in zip(self.plan.obs_keys, self.obs_columns)
+                key: column[i] for key, column in zip(self.obs_keys, self.obs_columns)
             }
             source = {key: column[i] for key, column in zip(self.layout, self.root_columns)}
             source["next"] = self._next_td(i, observations)
@@ -400,7 +404,7 @@ class _Loop:
         if step == 0:
             return rest
         dim = len(self.batch)
-        steps = self._steps(step) + list(rest.rename(None).unbind(dim))
+        steps = self._steps(step) + list(rest.unbind(dim))
         if self.return_contiguous:
             out = torch.stack(steps, dim)
         else:
