@@ -12,8 +12,8 @@ from rlspecs import Categorical, Composite, TensorSpec, Unbounded
 from ._extras import import_optional
 from ._gym_like import GymLikeEnv
 from ._gym_spaces import is_image_space, make_reader, make_writer, space_to_spec
-from ._wrapper_api import classproperty, get_library_name, gym_available_envs
 from ._gym_vector import VectorCalls
+from ._wrapper_api import classproperty, get_library_name, gym_available_envs
 
 __all__ = ["GymEnv", "GymWrapper", "set_specs_from_spaces"]
 
