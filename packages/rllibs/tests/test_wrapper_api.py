@@ -10,8 +10,10 @@ import pytest
 import torch
 
 import rllibs
+from rlcore import check_env_specs
 from rllibs import HAS_DMC, DMControlEnv, DMControlWrapper, GymEnv, GymWrapper
 from rllibs._wrapper_api import NO_DONE, UNKNOWN_LIBRARY
+from rlspecs import Composite, Unbounded
 
 gym = pytest.importorskip("gymnasium")
 
@@ -120,6 +122,30 @@ def test_info_dict_reader_lists_the_readers():
     reader = rllibs.default_info_dict_reader(["x_position"])
     env.set_info_dict_reader(reader)
     assert env.info_dict_reader == [reader]
+
+
+class _XPosition(rllibs.BaseInfoDictReader):
+    info_spec = Composite(x=Unbounded((), dtype=torch.float64))
+
+    def __call__(self, info_dict, tensordict):
+        return tensordict.set("x", torch.as_tensor(info_dict.get("x_position", 0.0)))
+
+
+def test_a_base_info_dict_reader_subclass_reads_and_declares_its_entries():
+    env = GymEnv("HalfCheetah-v4").set_info_dict_reader(_XPosition())
+    assert env.observation_spec["x"].dtype == torch.float64
+    check_env_specs(env)
+    with pytest.raises(TypeError, match="abstract"):
+        rllibs.BaseInfoDictReader()
+
+
+def test_default_info_dict_reader_reset_forgets_keys_and_specs():
+    reader = rllibs.default_info_dict_reader(["x_position"])
+    reader.reset()
+    assert reader.keys is None and reader.info_spec is None
+    assert isinstance(reader, rllibs.BaseInfoDictReader)
+    spec = reader.infer_spec({"x_position": np.float64(1.0), "name": "a"})
+    assert list(spec.keys()) == ["x_position"]
 
 
 # ---------------------------------------------------------------------- dm_control wrappers

@@ -12,7 +12,7 @@ from ._gym_spaces import (
     space_to_spec,
     spec_to_space,
 )
-from ._info_reader import default_info_dict_reader
+from ._info_reader import BaseInfoDictReader, default_info_dict_reader
 from ._register_gym import register_gym
 from ._version import __version__
 
@@ -26,6 +26,7 @@ _has_envpool = HAS_ENVPOOL
 __all__ = [
     # base and info dicts
     "GymLikeEnv",
+    "BaseInfoDictReader",
     "default_info_dict_reader",
     # gymnasium
     "GymEnv",

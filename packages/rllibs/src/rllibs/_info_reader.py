@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import abc
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -11,7 +12,7 @@ from tensordict import TensorDictBase
 
 from rlspecs import Categorical, Composite, TensorSpec, Unbounded
 
-__all__ = ["default_info_dict_reader"]
+__all__ = ["BaseInfoDictReader", "default_info_dict_reader"]
 
 SPEC_COUNT = (
     "default_info_dict_reader got {n_specs} specs for {n_keys} keys {keys}; give one spec per key"
@@ -37,7 +38,35 @@ def _spec_of(value: Any, batch_ndim: int) -> TensorSpec:
     return Unbounded(shape=shape, dtype=tensor.dtype)
 
 
-class default_info_dict_reader:  # noqa: N801 (the seed-era public name is lower case)
+class BaseInfoDictReader(abc.ABC):
+    """Base of info dict readers (torchrl 0.4's): called on each info dict, declaring its specs.
+
+    A reader writes entries of the library's info dict into the step's tensordict (in place)
+    and returns it; ``info_spec`` (unbatched, or None while unknown) is what
+    ``set_info_dict_reader`` adds to the observation spec.
+
+    Examples:
+        >>> from rlspecs import Composite, Unbounded
+        >>> class Speed(BaseInfoDictReader):
+        ...     info_spec = Composite(speed=Unbounded(()))
+        ...     def __call__(self, info_dict, tensordict):
+        ...         return tensordict.set("speed", torch.as_tensor(info_dict["v"], dtype=torch.float32))
+        >>> from tensordict import TensorDict
+        >>> Speed()({"v": 2.0}, TensorDict({}, []))["speed"]
+        tensor(2.)
+    """
+
+    @abc.abstractmethod
+    def __call__(self, info_dict: Mapping[str, Any], tensordict: TensorDictBase) -> TensorDictBase:
+        """Write the entries of ``info_dict`` into ``tensordict`` and return it."""
+
+    @property
+    @abc.abstractmethod
+    def info_spec(self) -> Composite | None:
+        """The unbatched specs of the entries read, or None while they are unknown."""
+
+
+class default_info_dict_reader(BaseInfoDictReader):  # noqa: N801 (the seed-era public name)
     """Read entries of the info dict into the tensordict and declare their specs.
 
     Args:
@@ -96,6 +125,18 @@ class default_info_dict_reader:  # noqa: N801 (the seed-era public name is lower
     def info_spec(self) -> Composite | None:
         """The unbatched specs of the entries read, or None while they are unknown."""
         return self._info_spec
+
+    def reset(self) -> None:
+        """Forget the keys and specs (as torchrl 0.4): the next ``infer_spec`` finds them again.
+
+        Examples:
+            >>> reader = default_info_dict_reader(["x"])
+            >>> reader.reset()
+            >>> reader.keys, reader.info_spec
+            (None, None)
+        """
+        self.keys = None
+        self._info_spec = None
 
     def infer_spec(self, info_dict: Mapping[str, Any], batch_ndim: int = 0) -> Composite:
         """Fix the keys and specs from one info dict (numbers only) and return the specs.
