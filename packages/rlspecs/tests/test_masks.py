@@ -6,6 +6,7 @@ import re
 
 import pytest
 import torch
+from rlspecs_cases import CUDA
 
 from rlspecs import (
     Binary,
@@ -219,3 +220,19 @@ def test_masked_rand_with_leading_shape_and_no_mask_cost():
     assert sample.shape == (5, 3, 2)
     assert (sample[..., 0] == 0).all() and (sample[..., 1] == 3).all()
     assert "masked" in repr(spec)
+
+
+@CUDA
+def test_masks_move_with_the_spec_to_cuda(masked):
+    spec, _ = masked
+    moved = spec.cuda()
+    assert moved.mask.device.type == "cuda"
+    sample = moved.rand((50,))
+    assert sample.device.type == "cuda" and moved.is_in(sample)
+    assert moved.project(sample) is sample
+    assert moved.cpu() == spec
+    assert moved.expand(2, *spec.shape)[1].mask.device.type == "cuda"
+    cuda_spec = spec.clone()
+    cuda_spec.device = torch.device("cuda", 0)
+    cuda_spec.update_mask(spec.mask)  # a CPU mask follows the spec to its device
+    assert cuda_spec.mask.device.type == "cuda"

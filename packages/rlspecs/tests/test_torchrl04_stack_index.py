@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from rlspecs_cases import CUDA
 from tensordict import LazyStackedTensorDict, TensorDict
 
 from rlspecs import (
@@ -409,3 +410,29 @@ class TestReshape:
         spec = CompositeSpec(a=UnboundedContinuousTensorSpec((2, 3, 4)), shape=(2, 3))
         assert spec.reshape(6)["a"].shape == (6, 4)
         assert spec.view(3, 2).shape == (3, 2)
+
+
+@CUDA
+def test_cuda_devices_in_stacks_equality_and_numpy():
+    cpu = BoundedTensorSpec(-1.0, 1.0, (3,))
+    cuda = cpu.to("cuda")
+    assert cpu != cuda and cuda == BoundedTensorSpec(-1.0, 1.0, (3,), device="cuda")
+    with pytest.raises(RuntimeError, match="Devices differ"):
+        torch.stack([cpu, cuda], 0)
+    with pytest.raises(RuntimeError, match="Devices differ"):
+        torch.stack([CompositeSpec(device="cpu"), CompositeSpec(device="cuda")], 0)
+    sample = cuda.rand()
+    assert cuda.to_numpy(sample, safe=True).shape == (3,)
+    for dtype in (torch.float16, torch.bfloat16, torch.float32):
+        spec = BoundedTensorSpec(0.1, 0.30000001, (4096,), device="cuda", dtype=dtype)
+        assert all(spec.is_in(spec.rand()) for _ in range(10))
+    composite = CompositeSpec(a=cpu, shape=(), device="cuda")
+    assert composite["a"].device.type == "cuda"
+    composite["b"] = UnboundedContinuousTensorSpec(3)
+    assert composite["b"].device.type == "cuda"
+    assert composite.rand().device.type == "cuda"
+    assert composite.clear_device_().device is None and composite["a"].device.type == "cuda"
+    lazy = torch.stack(
+        [UnboundedContinuousTensorSpec(3, "cuda"), UnboundedContinuousTensorSpec(2, "cuda")], 0
+    )
+    assert lazy.rand().device.type == "cuda" and lazy.to("cpu").device == torch.device("cpu")

@@ -237,7 +237,7 @@ class Stacked(TensorSpec):
         """Raise an ``AssertionError`` naming the first member whose slice of ``val`` is not in it."""
         parts = self._parts(val)
         if parts is None:
-            super().assert_is_in(val)
+            return super().assert_is_in(val)
         for i, (member, part) in enumerate(zip(self._members, parts)):
             try:
                 member.assert_is_in(part)
