@@ -110,6 +110,37 @@ def test_sigkill_mid_chunk_recovers_with_exact_frames():
     collector.shutdown()
 
 
+def test_weights_sent_while_an_actor_restarts_reach_it():
+    """An update sent while Ray restarts an actor (its restore pending) is not lost."""
+    policy = StepPolicy(1.0)
+    collector = RayCollector(
+        SlowCountingEnv,
+        policy,
+        num_collectors=2,
+        frames_per_batch=40,
+        total_frames=-1,
+        remote_configs=ACTOR,
+    )
+    batches = iter(collector)
+    for _ in range(4):
+        next(batches)
+    os.kill(_pid(collector, 0), signal.SIGKILL)
+    deadline = time.monotonic() + RECOVERY_BOUND_S
+    while collector._restarts[0] == 0:  # actor 1's chunks come in while actor 0 is down
+        assert time.monotonic() < deadline
+        next(batches)
+    assert (0, "restoring its state after a restart") in collector._pending.values()
+    _set_step(policy, 0.0)
+    collector.update_policy_weights_()
+    while True:
+        batch = next(batches)
+        assert time.monotonic() < deadline
+        if _chunk_id(batch)[:2] == (0, 1):
+            break
+    assert batch["action"].eq(0).all()
+    collector.shutdown()
+
+
 def test_actor_restarted_while_idle_gets_the_current_weights():
     """An actor Ray restarted between batches plays the current weights, not its first ones."""
     import ray

@@ -277,8 +277,8 @@ class RayCollector(CollectorBase):
 
     def _restore(self, idx: int) -> None:
         # Ray fails calls sent while an actor restarts; retried, this one waits for the restart
-        # (and fails if the actor is dead for good). Chunk calls are never retried: they must
-        # not run before the restore.
+        # (and fails if the actor is dead for good). Chunk calls are never retried: one must
+        # not run on a restarted actor before its restore.
         restore = self._actors[idx].restore.options(max_task_retries=-1)
         self._pending[restore.remote(self._restarts[idx], self._weights_ref)] = (idx, _RESTORE_CALL)
 
@@ -444,8 +444,10 @@ class RayCollector(CollectorBase):
             return
         self._weights_ref = self._ray.put(TensorDict.from_module(self.policy).data)
         for idx in range(n) if worker_rank is None else [worker_rank - 1]:
-            update = self._actors[idx].update_policy_weights_.remote(self._weights_ref)
-            self._controls[idx].append(update)
+            # retried like restore calls: an actor restarting now still gets these weights, in
+            # the order the calls were sent
+            update = self._actors[idx].update_policy_weights_.options(max_task_retries=-1)
+            self._controls[idx].append(update.remote(self._weights_ref))
             self._since_update[idx] = 0
 
     def set_seed(self, seed: int, static_seed: bool = False) -> int:
