@@ -70,6 +70,11 @@ def _path(key: NestedKey) -> tuple[str, ...]:
     return (key,) if isinstance(key, str) else tuple(key)
 
 
+def _key(path: tuple[str, ...]) -> NestedKey:
+    # a root entry by its str name: tensordict's get is quickest so
+    return path[0] if len(path) == 1 else path
+
+
 def _under(path: tuple[str, ...], roots: Sequence[tuple[str, ...]]) -> bool:
     return any(path[: len(root)] == root for root in roots)
 
@@ -134,13 +139,13 @@ class _Plan:
         leaf_spaces = [(path, spec_to_space(spec)) for path, spec in obs_leaves]
         self.observation_space = _dict_space(leaf_spaces)
         self.obs_leaves = [
-            (path, make_writer(space, spec, ndim))
+            (path, _key(path), make_writer(space, spec, ndim))
             for (path, spec), (_, space) in zip(obs_leaves, leaf_spaces)
         ]
 
         # info: the leaves under each info key, from the observation, reward or done entries
         self.info_leaves = [
-            _path(key)
+            (_path(key), key)
             for spec in (env.full_observation_spec, env.full_reward_spec, env.full_done_spec)
             for key in spec.keys(True, True)
             if _under(_path(key), self.info_paths)
@@ -159,7 +164,8 @@ class _Plan:
             self.action_space = _dict_space(action_spaces)
             self.single_action = False
         self.action_leaves = [
-            (path, env.full_action_spec[path].shape, spec.dtype, make_reader(space, spec, ndim))
+            (path, _key(path), env.full_action_spec[path].shape, spec.dtype)
+            + (make_reader(space, spec, ndim),)
             for (path, spec), (_, space) in zip(action_leaves, action_spaces)
         ]
 
@@ -168,11 +174,11 @@ class _Plan:
             raise ValueError(SEVERAL_REWARDS.format(env=type(env).__name__, keys=reward_keys))
         self.reward_key = reward_keys[0]
         done_keys = [_path(key) for key in env.done_keys]
-        terminated = [key for key in done_keys if key[-1] == "terminated"]
-        self.terminated_keys = terminated or [key for key in done_keys if key[-1] == "done"]
+        terminated = [_key(key) for key in done_keys if key[-1] == "terminated"]
+        self.terminated_keys = terminated or [_key(key) for key in done_keys if key[-1] == "done"]
         if not self.terminated_keys:
             raise ValueError(NO_TERMINATION.format(env=type(env).__name__, keys=env.done_keys))
-        self.truncated_keys = [key for key in done_keys if key[-1] == "truncated"]
+        self.truncated_keys = [_key(key) for key in done_keys if key[-1] == "truncated"]
 
     def _check_info_keys(self, env: EnvBase) -> None:
         available = set()
@@ -190,40 +196,44 @@ class _Plan:
 
     # ------------------------------------------------------------------ conversions
     def write_action(self, tensordict: TensorDictBase, action: Any) -> None:
-        for path, shape, dtype, read in self.action_leaves:
+        for path, key, shape, dtype, read in self.action_leaves:
             value = action if self.single_action else _leaf(action, path)
             if not isinstance(value, torch.Tensor):
                 value = read(value)
             elif value.shape != shape:  # e.g. labels for a one-hot action: as gymnasium's
                 value = read(value.detach().cpu().numpy())
-            tensordict.set(path, value.to(dtype))
+            tensordict.set(key, value.to(dtype))
 
     def observation(self, tensordict: TensorDictBase) -> dict:
         if self.to_numpy:
             return _nest(
                 [
-                    (path, _numpy_copy(write(tensordict.get(path))))
-                    for path, write in self.obs_leaves
+                    (path, _numpy_copy(write(tensordict.get(key))))
+                    for path, key, write in self.obs_leaves
                 ]
             )
-        return _nest([(path, tensordict.get(path).clone()) for path, _ in self.obs_leaves])
+        return _nest([(path, tensordict.get(key).clone()) for path, key, _ in self.obs_leaves])
 
     def info(self, *sources: TensorDictBase) -> dict:
         items = []
-        for path in self.info_leaves:
+        for path, key in self.info_leaves:
             for source in sources:
-                value = source.get(path, None)
+                value = source.get(key, None)
                 if value is not None:
                     items.append((path, _tensor_out(value, self.to_numpy)))
                     break
         return _nest(items)
 
+    def flag(self, next_td: TensorDictBase, keys: list) -> bool:
+        """Whether any entry of ``keys`` is set (an unbatched env)."""
+        return any(bool(next_td.get(key).any()) for key in keys)
+
     def flags(self, next_td: TensorDictBase, keys: list) -> torch.Tensor:
-        """Whether any of ``keys`` is set, per env (a 0-dim tensor for an unbatched env)."""
+        """Whether any of ``keys`` is set, per env (a batched env), on the CPU."""
         shape = next_td.batch_size
-        out = torch.zeros(shape, dtype=torch.bool, device=next_td.device)
+        out = torch.zeros(shape, dtype=torch.bool)
         for key in keys:
-            out |= next_td.get(key).reshape(*shape, -1).any(-1)
+            out |= next_td.get(key).reshape(*shape, -1).any(-1).cpu()
         return out
 
 
@@ -301,8 +311,8 @@ class ExportedGymEnv(gym.Env):
         return (
             plan.observation(next_td),
             reward,
-            bool(plan.flags(next_td, plan.terminated_keys)),
-            bool(plan.flags(next_td, plan.truncated_keys)),
+            plan.flag(next_td, plan.terminated_keys),
+            plan.flag(next_td, plan.truncated_keys),
             plan.info(next_td),
         )
 
@@ -411,8 +421,8 @@ class ExportedGymVectorEnv(gym.vector.VectorEnv):
         tensordict = self.torchrl_env.step(tensordict)
         next_td = tensordict.get("next")
         root = self._step_mdp(tensordict)
-        terminated = plan.flags(next_td, plan.terminated_keys).cpu()
-        truncated = plan.flags(next_td, plan.truncated_keys).cpu()
+        terminated = plan.flags(next_td, plan.terminated_keys)
+        truncated = plan.flags(next_td, plan.truncated_keys)
         if self.max_episode_steps is not None:
             self._elapsed += 1
             truncated |= self._elapsed >= self.max_episode_steps
