@@ -8,6 +8,10 @@ step records (every leaf of the returned ``[*batch, T]`` tensordict, ``"next"`` 
 divided by the bandwidth of one large ``copy_`` measured in the same run, i.e. what writing
 the trajectory once costs at memory speed.
 
+On the CPU the rollouts are timed in thread CPU time (``time.thread_time``: user + system,
+page faults included), which a shared, loaded machine disturbs far less than wall time; on
+CUDA in wall time, synchronised. Medians of interleaved rounds.
+
     python benchmarks/bench_scale.py                    # CPU
     python benchmarks/bench_scale.py --device cuda      # the same table on a GPU
     python benchmarks/bench_scale.py --steps 100 --repeats 3 --rows "16384,1;(),50"
@@ -18,12 +22,13 @@ from __future__ import annotations
 import argparse
 import functools
 import importlib.util
+import statistics
 import time
 from collections.abc import Callable
 from typing import Any
 
 import torch
-from _harness import Row, Target, median_per_unit
+from _harness import Row, Target
 from tensordict import TensorDict
 
 # (batch size, number of observation leaves): the rows of issue 22's table
@@ -83,14 +88,20 @@ def copy_bandwidth(device: str = "cpu", nbytes: int = COPY_BYTES, repeats: int =
     """Bytes per second of ``dst.copy_(src)`` between two ``nbytes`` buffers (best of repeats)."""
     src = torch.ones(nbytes // 4, device=device)
     dst = torch.empty_like(src)
+    clock = _clock(device)
     best = float("inf")
     for _ in range(repeats + 1):
         _sync(device)
-        start = time.perf_counter()
+        start = clock()
         dst.copy_(src)
         _sync(device)
-        best = min(best, time.perf_counter() - start)
+        best = min(best, clock() - start)
     return nbytes / best
+
+
+def _clock(device: str) -> Callable[[], float]:
+    """Thread CPU time on the CPU (robust to a loaded machine), wall time on accelerators."""
+    return time.thread_time if torch.device(device).type == "cpu" else time.perf_counter
 
 
 def _sync(device: str) -> None:
@@ -121,6 +132,22 @@ def _stacks() -> dict[str, Callable[..., Any]]:
 def _run(env: Any, steps: int, device: str) -> None:
     env.rollout(steps, break_when_any_done=False)
     _sync(device)
+
+
+def median_per_step(
+    runs: dict[str, Callable[[], object]], steps: int, repeats: int, device: str
+) -> dict[str, float]:
+    """Median seconds per step of each run: one warm-up each, then interleaved rounds."""
+    clock = _clock(device)
+    for run in runs.values():
+        run()
+    samples: dict[str, list[float]] = {name: [] for name in runs}
+    for _ in range(repeats):
+        for name, run in runs.items():
+            start = clock()
+            run()
+            samples[name].append((clock() - start) / steps)
+    return {name: statistics.median(values) for name, values in samples.items()}
 
 
 def _label(batch: tuple, leaves: int) -> str:
@@ -162,7 +189,7 @@ def measure(
         envs = {name: cls(leaves, batch, device=device) for name, cls in stacks.items()}
         nbytes = recorded_bytes(envs["ours"].rollout(2, break_when_any_done=False))
         runs = {name: functools.partial(_run, env, steps, device) for name, env in envs.items()}
-        values = {k: v * 1e6 for k, v in median_per_unit(runs, steps, repeats).items()}
+        values = {k: v * 1e6 for k, v in median_per_step(runs, steps, repeats, device).items()}
         floor = nbytes / bandwidth * 1e6
         ours, theirs = values["ours"], values.get("torchrl")
         target = _target(batch, leaves) if theirs is not None else None
