@@ -221,7 +221,7 @@ class MaskedEnv(EnvBase):
 
     def _step(self, tensordict):
         action = tensordict["action"]
-        index = action.argmax(-1) if self.one_hot else action
+        index = action.long().argmax(-1) if self.one_hot else action
         mask = tensordict["action_mask"].scatter(-1, index.unsqueeze(-1), False)
         return TensorDict(
             obs=torch.zeros(3), action_mask=mask, reward=torch.zeros(1), done=~mask.any().view(1)

@@ -290,11 +290,14 @@ class DeviceCastTransform(Transform):
     def transform_output_spec(self, output_spec: Composite) -> Composite:
         if self._map_env_device:
             return output_spec.to(self.device)
-        return super().transform_output_spec(output_spec)
+        # the entries now live on two devices: no composite has a single one
+        return super().transform_output_spec(output_spec.clear_device_())
 
-    def transform_input_spec(self, input_spec: Composite) -> Composite:
+    def transform_input_spec(self, input_spec: TensorSpec) -> TensorSpec:
         if self._map_env_device:
             return input_spec.to(self.device)
+        if isinstance(input_spec, Composite):
+            input_spec.clear_device_()
         return self._map_input_specs(input_spec, self._to_device)
 
     def _to_device(self, spec: TensorSpec) -> TensorSpec:
@@ -302,7 +305,7 @@ class DeviceCastTransform(Transform):
 
     def _keyed(self, spec: TensorSpec) -> TensorSpec:
         if isinstance(spec, Composite):
-            spec.device = None  # its entries now live on two devices
+            spec.clear_device_()
         return self._map_specs(spec, self.in_keys, self.out_keys, self._to_device)
 
     def transform_observation_spec(self, observation_spec: TensorSpec) -> TensorSpec:

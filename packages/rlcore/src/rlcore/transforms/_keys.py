@@ -31,7 +31,7 @@ _INPUT_GROUPS = ("full_action_spec", "full_state_spec")
 def _key_list(cls: str, keys: Sequence[NestedKey]) -> list[NestedKey]:
     try:
         return [unravel_key(k) for k in keys]
-    except (TypeError, ValueError) as err:
+    except (TypeError, ValueError, RuntimeError) as err:
         raise TypeError(KEY_TYPE_ERROR.format(cls=cls, key=keys)) from err
 
 

@@ -9,7 +9,7 @@ from typing import Any
 import torch
 from tensordict import NestedKey
 
-from rlspecs import Bounded, TensorSpec
+from rlspecs import Bounded, TensorSpec, Unbounded
 
 from ._base import Transform
 
@@ -130,14 +130,18 @@ class ObservationNorm(Transform):
         return (state - loc) / scale
 
     def _map_spec(self, spec: TensorSpec) -> TensorSpec:
-        if not isinstance(spec, Bounded) or not self.initialized:
+        if not self.initialized or not isinstance(spec, (Bounded, Unbounded)):
             return spec.clone()
+        # the data's dtype after the map (uint8 pixels come out as floats)
+        dtype = self._apply_transform(torch.zeros((), dtype=spec.dtype, device=spec.device)).dtype
+        if isinstance(spec, Unbounded):
+            return Unbounded(shape=spec.shape, dtype=dtype, device=spec.device)
         a, b = self._apply_transform(spec.low), self._apply_transform(spec.high)
         return Bounded(
-            low=torch.minimum(a, b).to(spec.dtype),
-            high=torch.maximum(a, b).to(spec.dtype),
+            low=torch.minimum(a, b).expand(spec.shape),
+            high=torch.maximum(a, b).expand(spec.shape),
             shape=spec.shape,
-            dtype=spec.dtype,
+            dtype=dtype,
             device=spec.device,
         )
 
@@ -193,6 +197,8 @@ class ObservationNorm(Transform):
                 raise KeyError(NORM_STATS_KEY_ERROR.format(key=key, keys=keys))
             chunks.append(chunk)
         data = torch.cat(chunks, cat_dim)
+        if not data.is_floating_point():  # e.g. uint8 pixels: statistics in the default dtype
+            data = data.to(torch.get_default_dtype())
 
         # every dim negative, so that they name the same dims before and after squeezing
         dims = sorted(d if d < 0 else d - data.ndim for d in reduce_dims)

@@ -152,10 +152,11 @@ class CatTensors(Transform):
                     keys=sorted(map(str, next_tensordict.keys(True))),
                 )
             )
-        next_tensordict.set(self.out_keys[0], self._cat(values))
+        # inputs go first: the output may replace a tensordict holding some of them
         excluded = self.keys_to_exclude
         if excluded:
             next_tensordict.exclude(*excluded, inplace=True)
+        next_tensordict.set(self.out_keys[0], self._cat(values))
         return next_tensordict
 
     def transform_observation_spec(self, observation_spec: TensorSpec) -> TensorSpec:

@@ -163,8 +163,13 @@ class TransformedEnv(EnvBase):
         input_spec = base_env.input_spec.clone()
         input_spec.unlock_()
         input_spec = transform.transform_input_spec(input_spec)
-        self.output_spec = output_spec
-        self.input_spec = input_spec
+        # stored as the transform made them (the spec setters would complete the done spec: an
+        # ExcludeTransform("done") must stay without "done")
+        self._spec_check_batch("output_spec", output_spec)
+        self._spec_check_batch("input_spec", input_spec)
+        state["_output_spec"] = output_spec.lock_()
+        state["_input_spec"] = input_spec.lock_()
+        self.empty_cache()
         self.__dict__["_has_inverse"] = transform.has_inverse
 
     def append_transform(
