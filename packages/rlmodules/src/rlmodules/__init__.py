@@ -1,6 +1,7 @@
 """Policy and value modules on tensordict.nn: SafeModule, Actor, MLP, ..."""
 
 from ._actors import Actor, ActorCriticOperator, ActorValueOperator, ValueOperator
+from ._exploration import ExplorationType, exploration_type, set_exploration_type
 from ._mlp import MLP
 from ._random import RandomPolicy
 from ._safe import SafeModule
@@ -18,5 +19,9 @@ __all__ = [
     "RandomPolicy",
     # networks
     "MLP",
+    # exploration (torchrl's names for tensordict's interaction type)
+    "ExplorationType",
+    "set_exploration_type",
+    "exploration_type",
     "__version__",
 ]
