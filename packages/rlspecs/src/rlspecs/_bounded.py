@@ -104,8 +104,8 @@ class Bounded(TensorSpec):
         self._high = value
         self._cache = None
 
-    def _sampling(self) -> tuple[torch.Tensor, bool, tuple[float, float] | None]:
-        """``(high - low, all bounds finite, (low, high) when every entry shares them)``.
+    def _sampling(self) -> tuple[torch.Tensor | None, bool, tuple[float, float] | None]:
+        """``(high - low for floats, bounds finite, (low, high) when every entry shares them)``.
 
         Cached until a bound is reassigned.
         """
@@ -117,7 +117,8 @@ class Bounded(TensorSpec):
                 lo, hi = low.reshape(-1)[0], high.reshape(-1)[0]
                 if bool((low == lo).all() and (high == hi).all()):
                     scalar = (lo.item(), hi.item())
-            self._cache = (high - low, finite, scalar)
+            span = high - low if _is_floating(high.dtype) else None  # only floats need it
+            self._cache = (span, finite, scalar)
         return self._cache
 
     # seed-era names of the bounds
@@ -141,8 +142,11 @@ class Bounded(TensorSpec):
     def rand(self, shape: ShapeLike | None = None) -> torch.Tensor:
         """Sample uniformly in ``[low, high]`` (integers: ``high`` included).
 
-        Floats are drawn in place (``uniform_``) into one new tensor; a final in-place clamp
-        keeps rounding (in float16 above all) from stepping past ``high``.
+        Values are drawn in place (``uniform_``, or ``random_`` for integers with bounds shared
+        by every entry) into one new tensor: float bounds shared by every entry take one more
+        in-place clamp (rounding, in float16 above all, could step past
+        ``high``), per-entry bounds one in-place ``lerp`` (whose formula cannot leave
+        ``[low, high]``).
         """
         full = self._full_shape(shape)
         if _is_floating(self.dtype):
@@ -150,13 +154,19 @@ class Bounded(TensorSpec):
             out = torch.empty(full, dtype=self.dtype, device=self.device)
             if scalar is not None:
                 return out.uniform_(*scalar).clamp_(max=scalar[1])
+            if finite:
+                return torch.lerp(self._low, self._high, out.uniform_(), out=out)
+            # infinite bounds: fall back to normal samples clamped into the box
             out.uniform_().mul_(span).add_(self._low)
-            if not finite:
-                # infinite bounds: fall back to normal samples clamped into the box
-                normal = torch.randn(full, dtype=self.dtype, device=self.device)
-                return torch.where(torch.isfinite(out), out, normal.clamp(self._low, self._high))
-            return torch.minimum(out, self._high, out=out)
+            normal = torch.randn(full, dtype=self.dtype, device=self.device)
+            return torch.where(torch.isfinite(out), out, normal.clamp(self._low, self._high))
         low, high = self._low, self._high
+        _, _, scalar = self._sampling()
+        if scalar is not None and (
+            self.dtype == torch.bool or scalar[1] < torch.iinfo(self.dtype).max
+        ):
+            out = torch.empty(full, dtype=self.dtype, device=self.device)
+            return out.random_(int(scalar[0]), int(scalar[1]) + 1)
         r = torch.rand(full, dtype=torch.float64, device=self.device)
         low_d, high_d = low.to(torch.float64), high.to(torch.float64)
         out = (low_d + r * (high_d - low_d + 1)).floor().to(self.dtype)
