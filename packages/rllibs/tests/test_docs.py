@@ -5,7 +5,6 @@ from __future__ import annotations
 import doctest
 import importlib
 import importlib.util
-import warnings
 
 import pytest
 
@@ -24,9 +23,6 @@ def test_examples_run(name):
     if importlib.util.find_spec(MODULES[name]) is None:
         pytest.skip(f"{MODULES[name]} not installed")
     module = importlib.import_module(name)
-    with warnings.catch_warnings():
-        # EnvPool's spaces: gymnasium's Box notes its float64 bounds are cast to float32
-        warnings.filterwarnings("ignore", ".*precision lowered by casting", UserWarning)
-        result = doctest.testmod(module, optionflags=doctest.ELLIPSIS)
+    result = doctest.testmod(module, optionflags=doctest.ELLIPSIS)
     assert result.attempted > 0
     assert result.failed == 0

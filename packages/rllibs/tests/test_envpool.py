@@ -25,11 +25,6 @@ from rllibs._envpool import (  # noqa: E402
     SEED_IGNORED,
 )
 
-pytestmark = pytest.mark.filterwarnings(
-    # EnvPool's gymnasium spaces: float64 bounds cast to float32 by gymnasium's Box
-    "ignore:.*precision lowered by casting:UserWarning"
-)
-
 
 def _elapsed_reader():
     spec = [Bounded(0, 10**6, shape=(), dtype=torch.int32)]

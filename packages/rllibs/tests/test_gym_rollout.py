@@ -77,8 +77,6 @@ if HAS_ENVPOOL:
 if HAS_DMC:
     ENVS["dm-control"] = lambda c: _dm_control()
 
-pytestmark = pytest.mark.filterwarnings("ignore:.*precision lowered by casting:UserWarning")
-
 
 @pytest.fixture
 def classes(counting_env_cls, space_env_cls):

@@ -70,6 +70,15 @@ def _envpool_module(what: str) -> Any:
     return import_optional("envpool", "envpool", what)
 
 
+def _spaces(env: Any) -> tuple[Any, Any]:
+    """EnvPool's single-env spaces (built on first use, then cached by EnvPool)."""
+    with warnings.catch_warnings():
+        # EnvPool builds its gymnasium Boxes from float64 bounds: gymnasium's notice of the
+        # cast to the (float32) dtype says nothing about the env
+        warnings.filterwarnings("ignore", ".*precision lowered by casting", UserWarning)
+        return env.single_observation_space, env.single_action_space
+
+
 class MultiThreadedEnvWrapper(GymLikeEnv):
     """Wrap an EnvPool env (gymnasium API) as a batched ``EnvBase`` env.
 
@@ -110,7 +119,7 @@ class MultiThreadedEnvWrapper(GymLikeEnv):
         envpool = _envpool_module(type(self).__name__)
         if not isinstance(env, envpool.python.envpool.EnvPoolMixin):
             raise TypeError(NOT_ENVPOOL.format(type=type(env).__name__))
-        if not hasattr(env, "single_observation_space"):
+        if not hasattr(type(env), "single_observation_space"):  # a class check: no space built
             raise TypeError(NO_DM_ENVPOOL.format(type=type(env).__name__))
         config = env.config
         self.num_workers = int(config["num_envs"])
@@ -144,11 +153,11 @@ class MultiThreadedEnvWrapper(GymLikeEnv):
         self._env_reset(None, None)
 
     def _make_specs(self) -> None:
-        env = self._env
+        obs_space, action_space = _spaces(self._env)
         set_specs_from_spaces(
             self,
-            env.single_observation_space,
-            env.single_action_space,
+            obs_space,
+            action_space,
             categorical_action_encoding=self.categorical_action_encoding,
             observation_key="observation",
         )
@@ -310,6 +319,7 @@ class MultiThreadedEnv(MultiThreadedEnvWrapper):
     def _replace_pool(self) -> None:
         old = self._env
         self._env = self._build_env(self.num_workers)
+        _spaces(self._env)
         self._outstanding = 0
         old.close()
 

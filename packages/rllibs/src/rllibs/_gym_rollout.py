@@ -379,9 +379,7 @@ class _Loop:
         """The recorded steps as one transition tensordict each."""
         out = []
         for i in range(steps):
-            observations = {
-                key: column[i] for key, column in zip(self.obs_keys, self.obs_columns)
-            }
+            observations = {key: column[i] for key, column in zip(self.obs_keys, self.obs_columns)}
             source = {key: column[i] for key, column in zip(self.layout, self.root_columns)}
             source["next"] = self._next_td(i, observations)
             out.append(td_new(source, self.batch, self.root_device))
