@@ -27,7 +27,7 @@ from rlcore.transforms._base import (
     PARENT_SET_ERROR,
     UNREGISTERED_KEY_ERROR,
 )
-from rlspecs import Bounded, Unbounded
+from rlspecs import Bounded, Composite, Unbounded
 
 pytestmark = pytest.mark.filterwarnings("error")
 
@@ -376,3 +376,19 @@ def test_env_base_accepts_a_dtype_argument_as_older_envs_pass_it():
 
     env = OldStyleEnv()
     assert env.dtype == torch.float64 and env.device == torch.device("cpu")
+
+
+def test_env_append_transform_gives_a_transformed_env():
+    base = CountEnv()
+    env = base.append_transform(StepCounter())
+    assert isinstance(env, TransformedEnv) and env.base_env is base
+    assert env.append_transform(RewardSum()) is env  # a TransformedEnv grows in place
+    assert [type(t).__name__ for t in env.transform] == ["StepCounter", "RewardSum"]
+
+
+def test_input_spec_with_a_none_state_group_is_accepted():
+    spec = Composite(full_action_spec=Composite(action=Unbounded(2)), full_state_spec=None)
+    out = StepCounter().transform_input_spec(spec)
+    assert out["full_state_spec", "step_count"].dtype == torch.int64
+    out = DoubleToFloat(in_keys_inv=[]).transform_input_spec(spec.clone())
+    assert "action" in out["full_action_spec"].keys()

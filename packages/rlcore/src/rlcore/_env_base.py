@@ -582,6 +582,18 @@ class EnvBase(EnvSpecsMixin, nn.Module):
             data = data.to(self.device)
         return data
 
+    def append_transform(self, transform: Any) -> EnvBase:
+        """This env seen through `transform`: a new `TransformedEnv` (torchrl 0.4's shortcut).
+
+        Examples:
+            >>> from rlcore.transforms import StepCounter
+            >>> env.append_transform(StepCounter()).reset()["step_count"]
+            tensor([0])
+        """
+        from .transforms import TransformedEnv  # transforms build on this module
+
+        return TransformedEnv(self, transform)
+
     # ------------------------------------------------------------------ lifecycle
     def set_seed(self, seed: int | None = None, static_seed: bool = False) -> int | None:
         """Seeds torch and the env; returns the seed for the next env (``seed`` if static).

@@ -342,7 +342,7 @@ class Transform(nn.Module):
     def transform_input_spec(self, input_spec: Composite) -> Composite:
         """Transform the input spec in place (action and state groups) and return it."""
         keys = input_spec.keys()
-        if "full_state_spec" not in keys:
+        if "full_state_spec" not in keys or input_spec["full_state_spec"] is None:
             input_spec["full_state_spec"] = Composite(
                 shape=input_spec.shape, device=input_spec.device
             )
@@ -404,9 +404,9 @@ class Transform(nn.Module):
         if not isinstance(input_spec, Composite):
             return fn(input_spec)
         for group in ("full_action_spec", "full_state_spec"):
-            if group not in input_spec.keys():
+            spec = input_spec[group] if group in input_spec.keys() else None
+            if spec is None:
                 continue
-            spec = input_spec[group]
             keys = _spec_keys(spec)
             for in_key, out_key in zip(self.in_keys_inv, self.out_keys_inv):
                 if in_key in keys:

@@ -123,7 +123,7 @@ class RenameTransform(Transform):
 
     def transform_input_spec(self, input_spec: Composite) -> Composite:
         for group in _INPUT_GROUPS:
-            if group in input_spec.keys():
+            if group in input_spec.keys() and input_spec[group] is not None:
                 for old, new in zip(self.in_keys_inv, self.out_keys_inv):
                     _move_spec(input_spec[group], old, new, self.create_copy)
         return input_spec
@@ -286,7 +286,7 @@ class RemoveEmptySpecs(Transform):
     def transform_input_spec(self, input_spec: Composite) -> Composite:
         self._empty_inputs = []
         for group in _INPUT_GROUPS:
-            if group in input_spec.keys():
+            if group in input_spec.keys() and input_spec[group] is not None:
                 self._empty_inputs += self._remove_empty(input_spec[group])
         return input_spec
 
