@@ -236,3 +236,62 @@ def test_masks_move_with_the_spec_to_cuda(masked):
     cuda_spec.device = torch.device("cuda", 0)
     cuda_spec.update_mask(spec.mask)  # a CPU mask follows the spec to its device
     assert cuda_spec.mask.device.type == "cuda"
+
+
+@pytest.mark.parametrize("shape", [(), (3,), (2, 3)])
+@pytest.mark.parametrize("rand_shape", [(), (4,), (2, 2)])
+@pytest.mark.parametrize("spectype", ["one_hot", "categorical", "mult_one_hot", "mult_discrete"])
+class TestSpecMasking:
+    """torchrl 0.4's masking tests: equality, membership and projection under flipped masks."""
+
+    @staticmethod
+    def _make_mask(shape):
+        torch.manual_seed(0)
+        mask = torch.zeros(shape, dtype=torch.bool).bernoulli_()
+        view = mask.view(-1, shape[-1])
+        for row in view:
+            while not row.any() or row.all():
+                row.copy_(torch.zeros_like(row).bernoulli_())
+        return mask
+
+    def _spec(self, spectype, shape, n=5):
+        shape = torch.Size(shape)
+        if spectype == "one_hot":
+            return OneHot(n, (*shape, n), "cpu", mask=self._make_mask((*shape, n)))
+        if spectype == "categorical":
+            return Categorical(n, shape, "cpu", mask=self._make_mask((*shape, n)))
+        masks = [self._make_mask((*shape, k)) for k in (n, n, 2)]
+        if spectype == "mult_one_hot":
+            return MultiOneHot([n, n, 2], (*shape, 2 * n + 2), "cpu", mask=torch.cat(masks, -1))
+        return MultiCategorical([n, n, 2], (*shape, 3), "cpu", mask=torch.cat(masks, -1))
+
+    def test_equal(self, shape, spectype, rand_shape):
+        spec = self._spec(spectype, shape)
+        spec_clone = spec.clone()
+        assert spec == spec_clone
+        assert spec.unsqueeze(0).squeeze(0) == spec
+        spec.update_mask(~spec.mask)
+        assert (spec.mask != spec_clone.mask).any()
+        assert spec != spec_clone
+
+    def test_is_in(self, shape, spectype, rand_shape):
+        spec = self._spec(spectype, shape)
+        s = spec.rand(rand_shape)
+        assert spec.is_in(s)
+        spec.update_mask(~spec.mask)
+        assert not spec.is_in(s)
+
+    def test_project(self, shape, spectype, rand_shape):
+        spec = self._spec(spectype, shape)
+        s = spec.rand(rand_shape)
+        assert (spec.project(s) == s).all()
+        spec.update_mask(~spec.mask)
+        sp = spec.project(s)
+        assert sp.shape == s.shape
+        assert spec.is_in(sp)
+        if spectype == "one_hot":
+            assert (sp != s).any(-1).all() and sp.any(-1).all()
+        elif spectype == "mult_one_hot":
+            assert (sp != s).any(-1).all() and (sp.sum(-1) == 3).all()
+        else:
+            assert (sp != s).all()
