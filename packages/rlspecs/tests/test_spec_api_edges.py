@@ -21,7 +21,8 @@ from rlspecs import (
     StackedComposite,
     Unbounded,
 )
-from rlspecs._base import BAD_INDEX, NO_INDEX, ONE_ELLIPSIS
+from rlspecs._base import NO_INDEX
+from rlspecs._indexing import BAD_INDEX, ONE_ELLIPSIS
 
 
 def test_one_hot_register_maps_values_in_order_of_appearance():

@@ -17,12 +17,11 @@ from ._base import (
     TensorSpec,
     _shape_args,
     expand_shape,
-    indexed_shape,
-    normalize_index,
     parse_device,
     parse_shape,
 )
 from ._errors import SpecKeyTypeError
+from ._indexing import indexed_shape, normalize_index
 from ._keys import NestedKey, is_nested_key, unravel_key
 from .private_apis import td_new
 

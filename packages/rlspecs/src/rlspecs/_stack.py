@@ -18,12 +18,12 @@ from ._base import (
     ShapeLike,
     TensorSpec,
     _shape_args,
-    normalize_index,
     parse_device,
     parse_shape,
 )
 from ._composite import BAD_KEY_TYPE, LOCKED, Composite
 from ._errors import SpecKeyTypeError, SpecStackError
+from ._indexing import normalize_index
 from ._keys import NestedKey, is_nested_key, unravel_key
 
 _NESTED_WARNING = ".*nested tensors is in prototype stage.*"

@@ -48,7 +48,11 @@ def td_new(
     the right shape on the right device, so the checks are pure cost (about 1 µs a leaf).
     Values that are plain dicts are not converted: pass tensordicts.
     """
-    return TensorDict._new_unsafe(source, batch_size=batch_size, device=device, nested=False)
+    # _new_unsafe copies source into its storage one key at a time in Python (about 30 ns a
+    # key); an empty one filled by dict.update does the same copy in C
+    td = TensorDict._new_unsafe(None, batch_size=batch_size, device=device, nested=False)
+    td._tensordict.update(source)
+    return td
 
 
 def td_entries(td: TensorDict) -> dict[str, Any]:
