@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import importlib.util
+import os
 import re
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -181,3 +184,32 @@ def test_dm_control_reads_like_torchrl_wrappers():
     assert env.read_reward(0.5).dtype == env.reward_spec.dtype
     obs = env.read_obs(env._env.reset().observation)
     assert set(obs) == {"position", "velocity"}
+
+
+@needs_dmc
+def test_dm_control_camera_id_picks_the_rendered_camera():
+    # the GL backend is chosen when dm_control is first imported: use a fresh interpreter
+    code = (
+        "from rllibs import DMControlEnv\n"
+        "frames = []\n"
+        "for camera in (0, 1):\n"
+        "    env = DMControlEnv('cartpole', 'balance', from_pixels=True, camera_id=camera,\n"
+        "                       render_kwargs={'height': 32, 'width': 24})\n"
+        "    env.set_seed(0)\n"
+        "    frames.append(env.reset()['pixels'])\n"
+        "assert frames[0].shape == (32, 24, 3)\n"
+        "assert not (frames[0] == frames[1]).all(), 'both cameras gave the same frame'\n"
+    )
+    env = {**os.environ, "MUJOCO_GL": os.environ.get("MUJOCO_GL", "egl")}
+    result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    if result.returncode and "AssertionError" not in result.stderr:
+        pytest.skip(f"no GL rendering here: {result.stderr.strip().splitlines()[-1]}")
+    assert result.returncode == 0, result.stderr
+
+
+def test_without_gymnasium_the_errors_name_the_extra(monkeypatch):
+    monkeypatch.setitem(sys.modules, "gymnasium", None)  # as if it were not installed
+    with pytest.raises(ImportError, match=re.escape("rllibs[gym]")):
+        rllibs.register_gym(GymEnv, "Anything-v0")
+    with pytest.raises(ImportError, match=re.escape("rllibs[gym]")):
+        rllibs.gym_backend()
