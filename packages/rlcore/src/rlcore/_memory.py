@@ -5,11 +5,13 @@ A rollout writes its whole trajectory into fresh memory. On Linux, fresh memory 
 about 1.5 µs, i.e. 0.4 ms per MiB: several times what the writes themselves cost. When
 transparent huge pages are in ``madvise`` mode (the default of many distributions), memory
 that asks for them with ``madvise(MADV_HUGEPAGE)`` is mapped 2 MiB at a time instead, which
-takes most of that cost away. ``empty`` allocates large CPU tensors that way: an anonymous
-private mapping, advised, 2 MiB-aligned, wrapped by ``torch.frombuffer`` (the tensor's storage
-is exactly its bytes and keeps the mapping alive; it is unmapped with the last view). Such a
-storage cannot be resized in place (``Tensor.resize_`` beyond its size raises); everything
-else (views, pickling, ``share_memory_``, ``torch.save``) is that of any CPU tensor.
+takes most of that cost away (measured: 3.7 MB written in 0.22 ms instead of 1.1 ms, 59 MB
+in 8 ms instead of 21 ms; 0.12 and 6.7 ms into memory already mapped). ``empty`` allocates
+large CPU tensors that way: an anonymous private mapping, 2 MiB-aligned, advised, wrapped by
+``torch.frombuffer`` (the tensor's storage is exactly its bytes and keeps the mapping alive;
+it is unmapped with the last view). Such a storage cannot be resized in place
+(``Tensor.resize_`` beyond its size raises); everything else (views, pickling,
+``share_memory_``, ``torch.save``) is that of any CPU tensor.
 
 Everywhere else (other systems, THP ``always`` or ``never``, small sizes, other devices)
 ``empty`` is ``torch.empty``.
@@ -26,8 +28,8 @@ import torch
 __all__ = ["HUGE_PAGE", "MIN_BYTES", "empty", "huge_pages_on_request"]
 
 HUGE_PAGE = 2 * 2**20
-# Below this size a tensor spans too few huge pages for the mapping to pay off.
-MIN_BYTES = 4 * 2**20
+# From this size on, a tensor holds at least one whole huge page.
+MIN_BYTES = HUGE_PAGE
 THP_MODE = "/sys/kernel/mm/transparent_hugepage/enabled"
 
 
@@ -45,12 +47,16 @@ def huge_pages_on_request() -> bool:
 
 def _mapped(nbytes: int, dtype: torch.dtype) -> torch.Tensor:
     mapping = mmap.mmap(-1, nbytes + HUGE_PAGE, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
-    mapping.madvise(mmap.MADV_HUGEPAGE)
     probe = ctypes.c_char.from_buffer(mapping)
     offset = (-ctypes.addressof(probe)) % HUGE_PAGE
     del probe  # releases the buffer export, so that the mapping can close once unused
-    count = nbytes // dtype.itemsize
-    return torch.frombuffer(mapping, dtype=dtype, count=count, offset=offset)
+    # Huge pages for the whole tensor when rounding its end up to a huge page wastes at most
+    # an eighth of it, otherwise for its whole huge pages only (the tail gets small pages).
+    pages, tail = divmod(nbytes, HUGE_PAGE)
+    if tail and HUGE_PAGE - tail <= nbytes // 8:
+        pages += 1
+    mapping.madvise(mmap.MADV_HUGEPAGE, offset, pages * HUGE_PAGE)
+    return torch.frombuffer(mapping, dtype=dtype, count=nbytes // dtype.itemsize, offset=offset)
 
 
 def empty(

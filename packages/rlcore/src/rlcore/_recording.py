@@ -38,7 +38,8 @@ The switch-over and its measurements: docs/pages/performance.md.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+import operator
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import torch
@@ -54,7 +55,7 @@ __all__ = ["Recorder", "buffered"]
 ROW_MIN_BYTES = 32
 STEP_MIN_BYTES = 16 * 1024
 # Bytes per step of a root leaf from which it is derived from its "next" leaf, not stacked.
-DERIVE_MIN_BYTES = 4096
+DERIVE_MIN_BYTES = 0
 # Bytes of a stacked leaf from which its inputs are checked for the fast stack (``_stack``).
 FAST_STACK_MIN_BYTES = 64 * 1024
 # First capacity (in steps) of the buffers when the rollout may stop early.
@@ -64,7 +65,7 @@ FIRST_CAPACITY = 32
 class _Layout:
     """The structure of a plain tensordict: leaf names, sub-tensordicts, batch size, device."""
 
-    __slots__ = ("size", "leaves", "children", "batch_size", "device")
+    __slots__ = ("size", "leaves", "children", "batch_size", "device", "getter")
 
     def __init__(self, size, leaves, children, batch_size, device) -> None:
         self.size = size
@@ -72,6 +73,12 @@ class _Layout:
         self.children = children
         self.batch_size = batch_size
         self.device = device
+        # the leaves of a storage dict, as a tuple, in one C call (KeyError if one is missing)
+        if len(leaves) == 1:
+            (key,) = leaves
+            self.getter = lambda entries: (entries[key],)
+        else:
+            self.getter = operator.itemgetter(*leaves) if leaves else lambda entries: ()
 
 
 def _layout(td: Any) -> _Layout | None:
@@ -100,21 +107,23 @@ def _paths(layout: _Layout, prefix: tuple[str, ...] = ()) -> list[tuple[str, ...
     return paths
 
 
-def _gather(td: Any, layout: _Layout, out: list) -> bool:
+def _gather(td: Any, layout: _Layout) -> tuple | None:
+    """The leaves of ``td`` in ``layout``'s order; None when ``td`` does not have that layout."""
     if type(td) is not TensorDict:
-        return False
+        return None
     entries = td_entries(td)
     if len(entries) != layout.size:
-        return False
-    for key in layout.leaves:
-        value = entries.get(key)
-        if value is None:
-            return False
-        out.append(value)
+        return None
+    try:
+        values = layout.getter(entries)
+    except KeyError:
+        return None
     for key, sub in layout.children:
-        if not _gather(entries.get(key), sub, out):
-            return False
-    return True
+        more = _gather(entries.get(key), sub)
+        if more is None:
+            return None
+        values += more
+    return values
 
 
 def _build(layout: _Layout, values: Iterator, make: Callable, batch: Callable) -> TensorDict:
@@ -156,16 +165,13 @@ def _stack(values: list[torch.Tensor], dim: int) -> torch.Tensor:
 
 def _runs(flags: bytearray, count: int, value: int) -> Iterator[tuple[int, int]]:
     """The ``[start, stop)`` ranges of steps below ``count`` whose flag is ``value``."""
-    start = None
-    for step in range(count):
-        if flags[step] == value:
-            if start is None:
-                start = step
-        elif start is not None:
-            yield start, step
-            start = None
-    if start is not None:
-        yield start, count
+    start = flags.find(value, 0, count)
+    while start != -1:
+        stop = flags.find(1 - value, start, count)
+        if stop == -1:
+            stop = count
+        yield start, stop
+        start = flags.find(value, stop, count)
 
 
 def _pairs(layout: _Layout, values: list[torch.Tensor]) -> dict[int, int]:
@@ -180,20 +186,35 @@ def _pairs(layout: _Layout, values: list[torch.Tensor]) -> dict[int, int]:
     return pairs
 
 
-def _derivable(column: list[torch.Tensor], source: list[torch.Tensor]) -> bool:
-    """Whether a root column is worth deriving from its "next" column and safe to: large, and
-    every step of both of one shape, dtype and device, without gradients (as stacked)."""
+def _derived_steps(column: Sequence, source: Sequence) -> bytearray | None:
+    """Flags of the steps whose root leaf is the previous step's ``"next"`` leaf, when those
+    make the bulk of a large enough column (None otherwise)."""
     first = column[0]
+    if not isinstance(first, torch.Tensor):
+        return None
     if first.numel() * first.element_size() < DERIVE_MIN_BYTES:
+        return None
+    flags = bytearray(map(operator.is_, column[1:], source[:-1]))
+    if 2 * flags.count(1) < len(flags):
+        return None
+    return b"\x00" + flags
+
+
+def _derivable(column: Sequence, flags: bytearray, source: torch.Tensor, dim: int) -> bool:
+    """Whether the steps not derived (step 0 at least) match the stacked ``"next"`` leaf in
+    shape, dtype and device, without gradients: the root stack would then be exactly
+    ``source`` shifted (the derived steps are ``source``'s own tensors)."""
+    if source.requires_grad:
         return False
-    shape, dtype, device = first.shape, first.dtype, first.device
-    for values in (column, source):
-        for value in values:
-            if (
-                value.shape != shape
-                or value.dtype is not dtype
-                or value.device != device
-                or value.requires_grad
+    shape = source.shape[:dim] + source.shape[dim + 1 :]
+    for start, stop in _runs(flags, len(flags), 0):
+        for value in column[start:stop]:
+            if not (
+                isinstance(value, torch.Tensor)
+                and value.shape == shape
+                and value.dtype is source.dtype
+                and value.device == source.device
+                and not value.requires_grad
             ):
                 return False
     return True
@@ -222,7 +243,8 @@ def _meta(value: torch.Tensor) -> tuple:
 def _fits(value: torch.Tensor, meta: tuple) -> bool:
     shape, dtype, device, stride = meta
     return (
-        value.shape == shape
+        isinstance(value, torch.Tensor)
+        and value.shape == shape
         and value.dtype is dtype
         and value.get_device() == device
         and not value.requires_grad
@@ -358,9 +380,13 @@ class Recorder:
         self.exact = exact
         self.force = buffers
         self.layout: _Layout | None = None
+        self.width = 0  # leaves per step
         self.pairs: dict[int, int] = {}
-        self.columns: list[list[torch.Tensor]] | None = None
-        self.listed: list[int] = []  # the columns kept in lists while buffers are in use
+        # one tuple of leaves per step (one append per step; columns are made at the end);
+        # with buffers, the tuples hold only the ``listed`` leaves
+        self.rows: list[tuple] | None = None
+        self.listed: tuple[int, ...] = ()
+        self.pick: Callable[[tuple], tuple] | None = None
         self.buffers: _Buffers | None = None
         self.tds: list[TensorDictBase] | None = None
         self.count = 0
@@ -373,7 +399,7 @@ class Recorder:
             return "tensordicts"
         if self.buffers is not None:
             return "buffers"
-        return "lists" if self.columns is not None else ""
+        return "lists" if self.rows is not None else ""
 
     def add(self, td: TensorDictBase) -> None:
         """Records one transition."""
@@ -386,29 +412,24 @@ class Recorder:
             if self.layout is None:
                 self.tds = [td.copy()]
                 return
-        values: list[torch.Tensor] = []
-        if not _gather(td, self.layout, values) or (
-            self.count > 1 and len(values) != len(self.columns)
-        ):
+        values = _gather(td, self.layout)
+        if values is None or (self.count > 1 and len(values) != self.width):
             self.tds = self._unpack() + [td.copy()]
         elif self.buffers is None:
-            if self.columns is None:
+            if self.rows is None:
                 self._start(values)
             else:
-                for column, value in zip(self.columns, values):
-                    column.append(value)
+                self.rows.append(values)
         elif self.buffers.write(values):
-            columns = self.columns
-            for index in self.listed:
-                columns[index].append(values[index])
+            self.rows.append(self.pick(values))
         else:
             self._to_lists()
-            for column, value in zip(self.columns, values):
-                column.append(value)
+            self.rows.append(values)
 
-    def _start(self, values: list[torch.Tensor]) -> None:
+    def _start(self, values: tuple) -> None:
+        self.width = len(values)
         self.pairs = _pairs(self.layout, values)
-        self.columns = [[value] for value in values]
+        self.rows = [values]
         if self.force is None:
             chosen = [i for i, v in enumerate(values) if buffered(v, self.batch_dims)]
         else:
@@ -418,55 +439,63 @@ class Recorder:
         capacity = self.max_steps if self.exact else min(self.max_steps, FIRST_CAPACITY)
         self.buffers = _Buffers(values, chosen, self.batch_dims, capacity, self.pairs)
         self.buffers.write(values)
-        self.listed = [i for i in range(len(values)) if i not in self.buffers.tensors]
-        for index in chosen:
-            self.columns[index] = []
+        self.listed = tuple(i for i in range(len(values)) if i not in self.buffers.tensors)
+        self.pick = _picker(self.listed)
+        self.rows = [self.pick(values)]
+
+    def _columns(self) -> list[Sequence[torch.Tensor]]:
+        """Every leaf's recorded steps (buffered ones as tensors of their original strides)."""
+        listed = list(zip(*self.rows)) if self.rows and self.rows[0] else []
+        if self.buffers is None:
+            return listed
+        self.buffers.complete()
+        columns: list = [None] * self.width
+        for index, column in zip(self.listed, listed):
+            columns[index] = column
+        for index in self.buffers.indices:
+            columns[index] = self.buffers.steps(index)
+        return columns
 
     def _to_lists(self) -> None:
-        buffers = self.buffers
-        buffers.complete()
-        for index in buffers.indices:
-            self.columns[index] = buffers.steps(index)
+        self.rows = list(zip(*self._columns()))
         self.buffers = None
 
     def _unpack(self) -> list[TensorDictBase]:
         if self.buffers is not None:
             self._to_lists()
-        columns = self.columns or []
-        steps = len(columns[0]) if columns else self.count - 1
-        return [
-            _build(self.layout, iter([column[i] for column in columns]), _same, _same)
-            for i in range(steps)
-        ]
+        return [_build(self.layout, iter(row), _same, _same) for row in self.rows or []]
 
     def _outputs(self) -> list[torch.Tensor]:
         """Every leaf's ``[*batch, T, ...]`` output."""
-        dim, count, columns = self.batch_dims, self.count, self.columns
+        dim, count = self.batch_dims, self.count
         outputs: dict[int, torch.Tensor] = {}
-        if self.buffers is not None:
+        columns: dict[int, Sequence[torch.Tensor]] = {}
+        listed = list(zip(*self.rows)) if self.rows and self.rows[0] else []
+        if self.buffers is None:
+            columns = dict(enumerate(listed))
+        else:
             self.buffers.complete()
+            columns = dict(zip(self.listed, listed))
             for index in self.buffers.indices:
                 outputs[index] = self.buffers.output(index)
-        listed = [i for i in range(len(columns)) if i not in outputs]
         derived = {}
         for root, source in self.pairs.items():
-            if root in outputs or source in outputs:
-                continue
-            column, previous = columns[root], columns[source]
-            if _derivable(column, previous):
-                flags = bytearray(column[t] is previous[t - 1] for t in range(1, count))
-                flags[0:0] = b"\x00"
-                if 2 * sum(flags) >= count:
+            if root in columns and source in columns:
+                flags = _derived_steps(columns[root], columns[source])
+                if flags is not None:
                     derived[root] = flags
-        for index in listed:
+        for index, column in columns.items():
             if index not in derived:
-                outputs[index] = _stack(columns[index], dim)
+                outputs[index] = _stack(column, dim)
         for root, flags in derived.items():
             source, column = outputs[self.pairs[root]], columns[root]
+            if not _derivable(column, flags, source, dim):
+                outputs[root] = _stack(column, dim)
+                continue
             target = _memory.empty(source.shape, source.dtype, source.device)
             _derive(target, source, flags, count, dim, lambda a, b, c=column: _stack(c[a:b], dim))
             outputs[root] = target
-        return [outputs[i] for i in range(len(columns))]
+        return [outputs[i] for i in range(self.width)]
 
     def result(self, return_contiguous: bool) -> TensorDictBase:
         """The recorded steps as one tensordict of shape ``[*batch, T]``, last dim ``"time"``."""
@@ -490,3 +519,11 @@ class Recorder:
                 out = LazyStackedTensorDict.maybe_dense_stack(self.tds, batch_dims)
         out.refine_names(..., "time")
         return out
+
+
+def _picker(indices: tuple[int, ...]) -> Callable[[tuple], tuple]:
+    """A function returning the items at ``indices`` of a tuple, as a tuple."""
+    if len(indices) == 1:
+        (index,) = indices
+        return lambda values: (values[index],)
+    return operator.itemgetter(*indices) if indices else lambda values: ()
