@@ -61,12 +61,13 @@ class Walker(EnvBase):
         self.full_done_spec = Composite(
             done=flag, terminated=flag.clone(), truncated=flag.clone(), shape=batch
         )
-        self.position = torch.zeros(*batch, 1)
-        self.steps = torch.zeros(*batch, 1, dtype=torch.int64)
+        self.position = torch.zeros(*batch, 1, device=self.device)
+        self.steps = torch.zeros(*batch, 1, dtype=torch.int64, device=self.device)
 
     def _reset(self, tensordict):
         mask = None if tensordict is None else tensordict.get("_reset", None)
-        fresh = self.start + torch.rand(*self.batch_size, 1)  # seeded through set_seed
+        # seeded through set_seed
+        fresh = self.start + torch.rand(*self.batch_size, 1, device=self.device)
         if mask is None:
             self.position, self.steps = fresh, torch.zeros_like(self.steps)
         else:
@@ -471,3 +472,25 @@ def test_a_parallel_env_is_a_vector_env_whose_workers_close_with_it(gym_id, star
     assert obs["other"]["steps"].tolist() == [[0], [3]]
     env.close()
     assert env.torchrl_env.is_closed
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA required")
+@pytest.mark.parametrize("to_numpy", [True, False])
+def test_an_env_on_cuda_is_exported_from_its_device(gym_id, to_numpy):
+    env_id = gym_id()
+    Walker.register_gym(env_id, start=0.0, device="cuda", to_numpy=to_numpy)
+    env = gym.make(env_id, disable_env_checker=True)
+    obs, _ = env.reset(seed=0)
+    obs, reward, terminated, truncated, _ = env.step(np.ones(1, np.float32))
+    assert reward == 1.0 and terminated is False
+    if to_numpy:
+        assert isinstance(obs["position"], np.ndarray)
+    else:
+        assert obs["position"].device.type == "cuda"
+    vector_id = gym_id()
+    Walker.register_gym(vector_id, start=0.0, batch_size=(2,), device="cuda", to_numpy=to_numpy)
+    envs = gym.make_vec(vector_id)
+    envs.reset(seed=0)
+    for _ in range(3):
+        obs, rewards, terminated, _, info = envs.step(np.ones((2, 1), np.float32))
+    assert terminated.tolist() == [True, True] and info["_final_obs"].tolist() == [True, True]
