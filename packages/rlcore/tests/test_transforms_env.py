@@ -392,3 +392,23 @@ def test_input_spec_with_a_none_state_group_is_accepted():
     assert out["full_state_spec", "step_count"].dtype == torch.int64
     out = DoubleToFloat(in_keys_inv=[]).transform_input_spec(spec.clone())
     assert "action" in out["full_action_spec"].keys()
+
+
+def test_a_lone_transform_keeps_its_parent_when_the_env_wraps_it_in_a_compose():
+    transform = AddOne(in_keys=["observation"])
+    env = TransformedEnv(CountEnv(), transform)
+    first = transform.parent
+    assert first is transform.parent  # cached
+    assert isinstance(first.transform, Compose) and len(first.transform) == 0
+    env.insert_transform(0, StepCounter())
+    assert transform.container is env
+    parent = transform.parent
+    assert parent is not first and type(parent.transform[0]) is StepCounter
+
+
+def test_positive_dims_count_after_the_batch_dims_of_the_data():
+    from rlcore.transforms import UnsqueezeTransform
+
+    t = UnsqueezeTransform(1, allow_positive_dim=True, in_keys=["x"])
+    assert t(TensorDict(x=torch.zeros(2, 3, 4), batch_size=[2]))["x"].shape == (2, 3, 1, 4)
+    assert t(TensorDict(x=torch.zeros(3, 4)))["x"].shape == (3, 1, 4)

@@ -198,11 +198,30 @@ class _FeatureDims(Transform):
                 POSITIVE_DIM_ERROR.format(cls=type(self).__name__, arg=arg, value=value)
             )
 
+    _data_batch_dims: int | None = None  # the batch dims of the tensordict being transformed
+
     def _feature_dim(self, dim: int) -> int:
-        """A non-negative `dim` counts after the parent env's batch dims."""
-        if dim >= 0 and self.parent is not None:
-            return len(self.parent.batch_size) + dim
-        return dim
+        """A non-negative `dim` counts after the batch dims (of the data, else the parent env)."""
+        if dim < 0:
+            return dim
+        if self._data_batch_dims is not None:
+            return self._data_batch_dims + dim
+        parent = self.parent
+        return dim if parent is None else len(parent.batch_size) + dim
+
+    def _call(self, next_tensordict: TensorDictBase) -> TensorDictBase:
+        self._data_batch_dims = next_tensordict.batch_dims
+        try:
+            return super()._call(next_tensordict)
+        finally:
+            self._data_batch_dims = None
+
+    def _inv_call(self, tensordict: TensorDictBase) -> TensorDictBase:
+        self._data_batch_dims = tensordict.batch_dims
+        try:
+            return super()._inv_call(tensordict)
+        finally:
+            self._data_batch_dims = None
 
     def _spec(self, spec: TensorSpec) -> TensorSpec:
         return spec_through(spec, self._apply_transform)
@@ -226,7 +245,8 @@ class _FeatureDims(Transform):
 class FlattenObservation(_FeatureDims):
     """Flattens the dims `first_dim` to `last_dim` (negative, i.e. counted from the end) of `in_keys`.
 
-    `allow_positive_dim=True` accepts non-negative dims, counted after the env batch dims.
+    `allow_positive_dim=True` accepts non-negative dims, counted after the batch dims (of the
+    transformed tensordict; of the env for specs).
 
     Examples:
         >>> import torch
@@ -273,8 +293,8 @@ class FlattenObservation(_FeatureDims):
 class UnsqueezeTransform(_FeatureDims):
     """Inserts a dim of size one at `unsqueeze_dim` in `in_keys`; squeezes it back in `in_keys_inv`.
 
-    `unsqueeze_dim` must be negative unless `allow_positive_dim=True` (then counted after the env
-    batch dims). With `in_keys_inv`, the outside sends the unsqueezed entry and the base env gets
+    `unsqueeze_dim` must be negative unless `allow_positive_dim=True` (then counted after the
+    batch dims of the transformed tensordict, or of the env for specs). With `in_keys_inv`, the outside sends the unsqueezed entry and the base env gets
     it squeezed.
 
     Examples:

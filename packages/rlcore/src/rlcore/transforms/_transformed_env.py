@@ -136,8 +136,8 @@ class TransformedEnv(EnvBase):
     def _set_transform(self, transform: Transform, build: bool) -> None:
         transform = as_transform(transform, "TransformedEnv.transform")
         previous = self.__dict__.get("_transform")
-        if previous is not None:
-            previous.reset_parent()
+        if previous is not None and previous.container_ref is self:
+            previous.reset_parent()  # (not when it was just wrapped in the new Compose)
         transform = transform.to(self.base_env.device) if self.base_env.device else transform
         transform.set_container(self)
         transform.eval()
