@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import functools
+import multiprocessing
+import os
 import time
 
 import torch
@@ -21,22 +23,108 @@ FACTORIES = {
 }
 
 
-class FailingCountingEnv(CountingEnv):
-    """A CountingEnv whose ``_step`` or ``_reset`` raises ValueError when asked to."""
+def in_worker() -> bool:
+    """True in a process started by multiprocessing (a ParallelEnv worker)."""
+    return multiprocessing.parent_process() is not None
 
-    def __init__(self, fail_on: str | None = None, **kwargs):
+
+class StrRaises(Exception):
+    """An exception whose ``__str__`` raises."""
+
+    def __str__(self) -> str:
+        raise RuntimeError("no text for you")
+
+
+class TwoArgs(Exception):
+    """Pickles, but cannot be unpickled (its args do not rebuild it)."""
+
+    def __init__(self, a, b):
+        super().__init__(f"{a}/{b}")
+
+
+ERRORS = {
+    "value": lambda phase: ValueError(f"boom in _{phase}"),
+    "str": lambda phase: StrRaises(),
+    "twoargs": lambda phase: TwoArgs(phase, 2),
+}
+
+
+class FailingCountingEnv(CountingEnv):
+    """A CountingEnv whose ``_step`` or ``_reset`` raises (ValueError by default) when asked to."""
+
+    def __init__(self, fail_on: str | None = None, error: str = "value", **kwargs):
         super().__init__(**kwargs)
         self.fail_on = fail_on
+        self.error = error
 
     def _step(self, tensordict: TensorDictBase) -> TensorDictBase:
         if self.fail_on == "step":
-            raise ValueError("boom in _step")
+            raise ERRORS[self.error]("step")
         return super()._step(tensordict)
 
     def _reset(self, tensordict: TensorDictBase | None = None, **kwargs) -> TensorDictBase:
         if self.fail_on == "reset":
-            raise ValueError("boom in _reset")
+            raise ERRORS[self.error]("reset")
         return super()._reset(tensordict, **kwargs)
+
+
+class BadStartCountingEnv(CountingEnv):
+    """A CountingEnv that cannot be built (``fail``) or never finishes building (``hang``) in a worker."""
+
+    def __init__(self, mode: str = "fail", **kwargs):
+        super().__init__(**kwargs)
+        if in_worker():
+            if mode == "hang":
+                time.sleep(3600)
+            raise KeyError("no such task")
+
+
+class SlowCountingEnv(CountingEnv):
+    """A CountingEnv whose steps take ``delay`` seconds."""
+
+    def __init__(self, delay: float = 0.5, **kwargs):
+        super().__init__(**kwargs)
+        self.delay = delay
+
+    def _step(self, tensordict: TensorDictBase) -> TensorDictBase:
+        time.sleep(self.delay)
+        return super()._step(tensordict)
+
+
+class DyingCountingEnv(CountingEnv):
+    """A CountingEnv whose worker process exits (status 3) at step ``die_at``."""
+
+    def __init__(self, die_at: int = 1, **kwargs):
+        super().__init__(**kwargs)
+        self.die_at = die_at
+        self.steps = 0
+
+    def _step(self, tensordict: TensorDictBase) -> TensorDictBase:
+        self.steps += 1
+        if self.steps == self.die_at and in_worker():
+            os._exit(3)
+        return super()._step(tensordict)
+
+
+class GainEnv(EnvBase):
+    """Reads a state entry ``"gain"`` and its observation at each step: obs += gain * action."""
+
+    def __init__(self):
+        super().__init__()
+        self.observation_spec = Composite(observation=Unbounded(1))
+        self.state_spec = Composite(gain=Unbounded(1))
+        self.action_spec = Unbounded(1)
+        self.reward_spec = Unbounded(1)
+
+    def _set_seed(self, seed: int | None) -> None:
+        pass
+
+    def _reset(self, tensordict: TensorDictBase | None = None, **kwargs) -> TensorDictBase:
+        return TensorDict({"observation": torch.zeros(1), "gain": torch.ones(1)}, [])
+
+    def _step(self, tensordict: TensorDictBase) -> TensorDictBase:
+        obs = tensordict["observation"] + tensordict["gain"] * tensordict["action"]
+        return TensorDict({"observation": obs, "reward": torch.zeros(1)}, [])
 
 
 class HangingCountingEnv(CountingEnv):
@@ -111,7 +199,7 @@ class StartStateEnv(EnvBase):
         pass
 
     def _reset(self, tensordict: TensorDictBase | None = None, **kwargs) -> TensorDictBase:
-        start = torch.zeros(1) if tensordict is None else tensordict.get("start").clone()
+        start = torch.zeros(1) if tensordict is None else tensordict["start"].clone()
         return TensorDict({"observation": start.clone(), "start": start}, [])
 
     def _step(self, tensordict: TensorDictBase) -> TensorDictBase:

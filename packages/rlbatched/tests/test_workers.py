@@ -6,7 +6,6 @@ import multiprocessing
 import os
 import re
 import select
-import signal
 import subprocess
 import sys
 import textwrap
@@ -14,17 +13,13 @@ import time
 
 import pytest
 import torch
-from batched_test_envs import FailingCountingEnv, HangingCountingEnv
+from batched_test_envs import DyingCountingEnv, FailingCountingEnv, HangingCountingEnv
 from tensordict import TensorDict
 
 from rlbatched import ParallelEnv
-from rlbatched._workers import (
-    CAN_SPIN,
-    WORKER_DIED_ERROR,
-    WORKER_HANG_ERROR,
-    WORKER_RAISED_ERROR,
-    wait_briefly,
-)
+from rlcore import WorkerDiedError, WorkerTimeoutError
+from rlcore._worker_pool import WORKER_DIED, WORKER_HUNG, WORKER_RAISED
+from rlcore._worker_protocol import CAN_SPIN, wait_briefly
 from rlmocks import CountingEnv
 
 
@@ -50,7 +45,7 @@ def test_worker_exception_names_worker_and_keeps_original(make_fork, phase):
     assert not env.is_closed  # the other worker answered: the env stays usable
     env.close()
     assert env.is_closed
-    assert "{type_name}" in WORKER_RAISED_ERROR
+    assert "{type_name}" in WORKER_RAISED
 
 
 def test_worker_exception_under_spawn(make_kind):
@@ -81,21 +76,24 @@ def test_exception_while_building_env_is_raised_at_start(make_fork):
     assert env.is_closed
 
 
-def test_killed_worker_raises_runtime_error(make_fork):
-    """A worker killed with SIGKILL surfaces as RuntimeError naming it; the env reopens on reset."""
-    env = make_fork(2, CountingEnv)
+def test_worker_dying_mid_step_raises_worker_died_error(make_fork):
+    """A worker that dies while stepping surfaces as WorkerDiedError naming it; the env reopens."""
+    env = make_fork(2, [CountingEnv, lambda: DyingCountingEnv(die_at=2)])
     env.reset()
+    env.step(_action(env))
     pid = env._workers[1].pid
-    os.kill(pid, signal.SIGKILL)
     with pytest.raises(
-        RuntimeError,
-        match=re.escape(f"ParallelEnv worker 1 (pid {pid}) died unexpectedly during step"),
-    ):
+        WorkerDiedError,
+        match=re.escape(
+            f"ParallelEnv worker 1 (pid {pid}) died unexpectedly during step (exit code 3)"
+        ),
+    ) as info:
         env.step(_action(env))
+    assert isinstance(info.value, RuntimeError) and info.value.exitcode == 3
     assert env.is_closed
     env.close()
     assert env.reset().shape == (2,)
-    assert "{exitcode}" in WORKER_DIED_ERROR
+    assert "{how}" in WORKER_DIED
 
 
 def test_hanging_worker_raises_after_timeout(make_fork):
@@ -106,13 +104,16 @@ def test_hanging_worker_raises_after_timeout(make_fork):
     env.reset()
     pid = env._workers[1].pid
     with pytest.raises(
-        RuntimeError,
-        match=re.escape(f"ParallelEnv worker 1 (pid {pid}) did not answer within 1 s during step"),
+        WorkerTimeoutError,
+        match=re.escape(
+            f"ParallelEnv worker 1 (pid {pid}) did not answer within 1 s during step "
+            "(worker_timeout=1); the env was closed and reopens on the next reset()."
+        ),
     ):
         env.step(_action(env))
     assert env.is_closed
     assert not any(p.pid == pid for p in multiprocessing.active_children())
-    assert "worker_timeout" in WORKER_HANG_ERROR
+    assert "{timeout_arg}" in WORKER_HUNG
 
 
 def _resources():
@@ -122,11 +123,12 @@ def _resources():
     return children, fds, shm
 
 
-def test_create_rollout_close_cycles_leak_nothing():
+@pytest.mark.parametrize("method", ["fork", "spawn"])
+def test_create_rollout_close_cycles_leak_nothing(method):
     """Many create/rollout/close cycles leave no child process, fd or shared-memory segment."""
 
     def cycle():
-        env = ParallelEnv(2, CountingEnv, mp_start_method="fork")
+        env = ParallelEnv(2, CountingEnv, mp_start_method=method)
         env.rollout(3)
         env.close()
 
@@ -137,12 +139,13 @@ def test_create_rollout_close_cycles_leak_nothing():
     assert _resources() == before
 
 
-def test_garbage_collected_env_stops_its_workers():
+@pytest.mark.parametrize("method", ["fork", "spawn"])
+def test_garbage_collected_env_stops_its_workers(method):
     """Dropping an open env without close() stops its workers and gives threads back."""
     import gc
 
     threads = torch.get_num_threads()
-    env = ParallelEnv(2, CountingEnv, mp_start_method="fork")
+    env = ParallelEnv(2, CountingEnv, mp_start_method=method)
     env.reset()
     pids = [p.pid for p in env._workers]
     del env
@@ -151,15 +154,19 @@ def test_garbage_collected_env_stops_its_workers():
     assert torch.get_num_threads() == threads
 
 
-def test_interpreter_exits_cleanly_with_open_env():
-    """A script that leaves a ParallelEnv open exits with status 0 and no traceback."""
+@pytest.mark.parametrize("method", ["fork", "spawn"])
+def test_interpreter_exits_cleanly_with_open_env(method):
+    """A script that leaves a ParallelEnv open (one mid-step) exits with status 0, no traceback."""
     script = textwrap.dedent(
-        """
+        f"""
         from rlbatched import ParallelEnv
         from rlmocks import CountingEnv
         if __name__ == "__main__":
-            env = ParallelEnv(2, CountingEnv, mp_start_method="fork")
+            env = ParallelEnv(2, CountingEnv, mp_start_method={method!r})
             env.rollout(2)
+            pending = ParallelEnv(1, CountingEnv, mp_start_method={method!r})
+            pending.reset()
+            pending._pool.broadcast(b"s", "step")  # a step whose reply is never read
             print("done")
         """
     )
@@ -169,28 +176,6 @@ def test_interpreter_exits_cleanly_with_open_env():
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "done"
     assert "Traceback" not in proc.stderr
-
-
-class _TwoArgError(Exception):
-    def __init__(self, a, b):
-        super().__init__(a, b)
-
-
-def test_worker_error_falls_back_to_runtime_error():
-    """An exception type that cannot be rebuilt from a message becomes RuntimeError, cause kept."""
-    import pickle
-
-    from rlbatched._workers import worker_error
-
-    original = _TwoArgError(1, 2)
-    err = worker_error(
-        3, "step", ("_TwoArgError", "(1, 2)", "Traceback...", pickle.dumps(original))
-    )
-    assert type(err) is RuntimeError
-    assert str(err).startswith("ParallelEnv worker 3 raised _TwoArgError during step: (1, 2)")
-    assert isinstance(err.__cause__, _TwoArgError)
-    err = worker_error(0, "reset", ("KeyError", "'x'", "tb", None))
-    assert type(err) is RuntimeError and "worker 0 raised KeyError during reset" in str(err)
 
 
 @pytest.mark.skipif(not CAN_SPIN, reason="select.poll / os.sched_yield are POSIX-only")

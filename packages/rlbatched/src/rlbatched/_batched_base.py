@@ -8,9 +8,10 @@ from typing import Any
 import torch
 from tensordict import LazyStackedTensorDict, TensorDictBase
 
-from rlcore import EnvBase
+from rlcore import EnvBase, EnvClosedError
 
 from . import _td_fast
+from ._inputs import ACTION, DONE, OBSERVATION, STATE, TreeRules, check_flat, flat_rules
 
 SHARE_INDIVIDUAL_TD_ERROR = (
     "share_individual_td must be set to None or True when using multi-task batched "
@@ -22,6 +23,14 @@ NUM_KWARGS_ERROR = "create_env_kwargs has {got} dicts but num_workers is {expect
 BATCH_ERROR = (
     "Expected a tensordict with shape==env.batch_size, got {got} for a batched env of "
     "batch size {expected} ({num_workers} workers): one entry per worker is needed."
+)
+CLOSED_ERROR = (
+    "{cls} is closed (close() was called, or it lost a worker) and was not reset since; "
+    "call reset() to start it again before stepping."
+)
+PARTIAL_RESET_CLOSED_ERROR = (
+    '{cls} is closed (close() was called, or it lost a worker): a partial reset ("_reset" '
+    "entries) cannot reopen it, since the other sub-envs have no state; call reset() first."
 )
 NOT_STARTED_ERROR = (
     "{cls} has no attribute {name!r}; sub-env attributes are forwarded only once the "
@@ -55,6 +64,13 @@ def _spec_keys(meta: _EnvMeta, *names: str) -> list:
         spec = meta.output_spec[name] if name in meta.output_spec.keys() else meta.input_spec[name]
         keys += [key for key in spec.keys(True, True) if key not in keys]
     return keys
+
+
+def _parts(tensordict: TensorDictBase) -> list[TensorDictBase]:
+    """The per-worker entries of a batched tensordict (dim 0)."""
+    if isinstance(tensordict, LazyStackedTensorDict) and tensordict.stack_dim == 0:
+        return list(tensordict.tensordicts)
+    return list(tensordict.unbind(0))
 
 
 def step_function(
@@ -134,6 +150,8 @@ class BatchedEnvBase(EnvBase):
         self._env_device = meta.device
         self._batch_locked = meta.batch_locked
         self._metas = metas
+        # set by close() (or a lost worker), cleared by reset(): until then, stepping raises
+        self._must_reset = False
 
         if homogeneous:
             output_spec = meta.output_spec.expand(batch_size)
@@ -170,6 +188,21 @@ class BatchedEnvBase(EnvBase):
     def _started(self) -> bool:
         raise NotImplementedError
 
+    def _open_for_step(self) -> None:
+        """Start a new env lazily; refuse to step a closed env that was not reset since."""
+        if self._must_reset:
+            raise EnvClosedError(CLOSED_ERROR.format(cls=type(self).__name__))
+        if not self._started():
+            self._start_workers()
+
+    def _open_for_reset(self, masks: dict | None) -> None:
+        """Start the env if needed; a closed env reopens on a full reset only."""
+        if self._must_reset and masks is not None:
+            if not all(bool(mask.all()) for mask in masks.values()):
+                raise EnvClosedError(PARTIAL_RESET_CLOSED_ERROR.format(cls=type(self).__name__))
+        if not self._started():
+            self._start_workers()
+
     def _start_workers(self) -> None:
         raise NotImplementedError
 
@@ -189,6 +222,64 @@ class BatchedEnvBase(EnvBase):
 
     def _set_seed(self, seed: int | None) -> None:
         self.set_seed(seed)
+
+    # ------------------------------------------------------------------ input checks
+    def _input_rules(self, roles: tuple[str, ...]) -> tuple:
+        """Rules for the leaves of the given roles, computed once (until a spec changes).
+
+        ``("flat", keys, rules)`` when no spec holds a lazy stack, else ``("tree", rules)``
+        with one ``TreeRules`` per worker.
+        """
+
+        def compute() -> tuple:
+            specs = {role: self._role_spec(role) for role in roles}
+            rules = None if self._lazy_stack else flat_rules(specs)
+            if rules is not None:
+                keys = [key if isinstance(key, tuple) else (key,) for key in (r.key for r in rules)]
+                return ("flat", keys, rules)
+            per_meta: dict[int, TreeRules] = {}
+            trees = []
+            for meta in self._metas:
+                if id(meta) not in per_meta:
+                    meta_specs = {role: self._role_spec(role, meta) for role in roles}
+                    per_meta[id(meta)] = TreeRules(meta_specs)
+                trees.append(per_meta[id(meta)])
+            return ("tree", trees)
+
+        return self._cache_get(f"batched_input_rules:{','.join(roles)}", compute)
+
+    def _role_spec(self, role: str, meta: _EnvMeta | None = None) -> Any:
+        name = {
+            ACTION: "full_action_spec",
+            STATE: "full_state_spec",
+            OBSERVATION: "full_observation_spec",
+            DONE: "full_done_spec",
+        }[role]
+        if meta is None:
+            return getattr(self, name)
+        specs = meta.input_spec if role in (ACTION, STATE) else meta.output_spec
+        return specs[name]
+
+    def _check_inputs(self, tensordict: TensorDictBase, phase: str, roles: tuple) -> list | None:
+        """Check ``tensordict``'s leaves of ``roles``; return what not to pass on, per worker.
+
+        Raises ``KeyError`` for a missing action (on a step) and ``ValueError`` for a
+        malformed action or state leaf. Returns None when every leaf is passed on, else one
+        list of keys per worker.
+        """
+        where = f"{type(self).__name__}.{phase}"
+        require = phase == "step"
+        rules = self._input_rules(roles)
+        if rules[0] == "flat":
+            _, keys, flat = rules
+            skipped = check_flat(flat, _td_fast.get_many(tensordict, keys), where, require)
+            if skipped is None:
+                return None
+            return [[keys[i] for i in skipped]] * self.num_workers
+        per_worker = [
+            tree.check(part, where, require) for tree, part in zip(rules[1], _parts(tensordict))
+        ]
+        return per_worker if any(per_worker) else None
 
     # ------------------------------------------------------------------ helpers
     def _check_batch(self, tensordict: TensorDictBase) -> None:

@@ -3,45 +3,31 @@
 from __future__ import annotations
 
 import functools
-import multiprocessing as mp
-import os
-import pickle
-import select
-import signal
 import sys
-import traceback
 import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
 
-import cloudpickle
 import torch
 from tensordict import LazyStackedTensorDict, TensorDictBase
 
-from rlcore import CloudpickleBox, EnvBase, clean_worker_environ
+from rlcore import CloudpickleBox, EnvBase, WorkerPool, serve
 
-from ._batched_base import BatchedEnvBase, step_function
+from ._batched_base import BatchedEnvBase, _parts, step_function
+from ._inputs import ACTION, DONE, OBSERVATION, STATE, check_flat
 from ._serial import SerialEnv
 from ._shared import SharedLayout
 from ._td_fast import clone, copy_into, get_many, leaves, shallow_copy
-from ._workers import (
-    CAN_SPIN,
-    ERROR,
-    OK,
-    STEP,
-    VALUE,
-    WORKER_SPIN_S,
-    WorkerPool,
-    _ThreadBudget,
-    wait_briefly,
-)
+from ._threads import ThreadBudget
 
 DEFAULT_START_METHOD = "spawn"
-UNKNOWN_COMMAND_ERROR = (
-    "Unknown ParallelEnv worker command {command!r}; expected one of "
-    "'step', 'reset', 'seed', 'getattr', 'call', 'close'."
-)
-START_TIMEOUT_S = 300.0  # floor on the time given to a new worker to import and build its env
+DEFAULT_WORKER_TIMEOUT_S = 60.0  # a step, reset or call, when worker_timeout is not set
+DEFAULT_START_TIMEOUT_S = 300.0  # start-up (imports, env building), when worker_timeout is not set
+STEP = b"s"  # the one-byte per-step command
+LABEL = "ParallelEnv worker"
+AFTER_LOSS = "; the env was closed and reopens on the next reset()."
+STEP_ROLES = (ACTION, STATE, OBSERVATION)
+RESET_ROLES = (ACTION, STATE, OBSERVATION, DONE)
 
 
 def _closes_on_worker_loss(method: Callable) -> Callable:
@@ -83,8 +69,9 @@ class ParallelEnv(BatchedEnvBase):
         num_threads: torch threads of the main process once started (default: the
             current count minus one per worker, given back on close).
         num_sub_threads: torch threads of each worker.
-        worker_timeout: seconds to wait for a worker's answer before declaring it hung
-            (at start-up, at least ``START_TIMEOUT_S`` = 300 s, for imports and env building).
+        worker_timeout: seconds to wait for a worker's answer (start-up included) before
+            raising ``WorkerTimeoutError``. Default: 60 s for a step, reset or call and 300 s
+            for start-up (a spawned worker imports torch and builds its env).
 
     Examples:
         >>> from rlbatched import ParallelEnv
@@ -115,7 +102,7 @@ class ParallelEnv(BatchedEnvBase):
         mp_start_method: str | None = None,
         num_threads: int | None = None,
         num_sub_threads: int = 1,
-        worker_timeout: float = 60.0,
+        worker_timeout: float | None = None,
     ):
         super().__init__(
             num_workers,
@@ -143,59 +130,55 @@ class ParallelEnv(BatchedEnvBase):
     def _start_workers(self) -> None:
         layout = SharedLayout(self._buffer_template())
         buffer = layout.allocate()
-        parent = layout.views(buffer)
-        clean_worker_environ()
-        ctx = mp.get_context(self._mp_start_method)
-        pickling = self._mp_start_method != "fork"
+        boxed = self._mp_start_method != "fork"
         # looked up now, so that a replacement installed on the module is honoured
         run_fn = sys.modules[__name__]._run_worker_pipe_shared_mem
-        procs, conns = [], []
-        try:
-            for index in range(self.num_workers):
-                fn, kwargs = self.create_env_fn[index], self.create_env_kwargs[index]
-                parent_conn, child_conn = ctx.Pipe()
-                proc = ctx.Process(
-                    target=_worker_entry,
-                    args=(
-                        run_fn,
-                        self.num_sub_threads,
-                        child_conn,
-                        index,
-                        CloudpickleBox(fn) if pickling else fn,
-                        CloudpickleBox(kwargs) if pickling else kwargs,
-                        buffer,
-                        layout,
-                    ),
-                    name=f"ParallelEnv-worker-{index}",
-                    daemon=True,
-                )
-                proc.start()
-                child_conn.close()
-                procs.append(proc)
-                conns.append(parent_conn)
-        except BaseException:
-            WorkerPool(procs, conns, self.worker_timeout, 0).shutdown()
-            raise
+        workers = [
+            (
+                _worker_entry,
+                (
+                    run_fn,
+                    self.num_sub_threads,
+                    index,
+                    CloudpickleBox(fn) if boxed else fn,
+                    CloudpickleBox(kwargs) if boxed else kwargs,
+                    buffer,
+                    layout,
+                ),
+            )
+            for index, (fn, kwargs) in enumerate(zip(self.create_env_fn, self.create_env_kwargs))
+        ]
         if self.num_threads is None:
-            _ThreadBudget.take(self.num_workers)
-            taken = self.num_workers
+            ThreadBudget.take(self.num_workers)  # the pool gives them back when it stops
+            give_back = functools.partial(ThreadBudget.give_back, self.num_workers)
         else:
             torch.set_num_threads(self.num_threads)
-            taken = 0
-        pool = WorkerPool(procs, conns, self.worker_timeout, taken)
-        self._finalizer = weakref.finalize(self, pool.shutdown)
-        self._pool = pool
-        self._workers = procs
-        self.shared_tensordict_parent = parent
-        self._sync_cuda = buffer.device.type == "cuda"
-        self._bind_views(parent)
-        self.is_closed = False
+            give_back = None
+        timeout = self.worker_timeout
         try:
-            # imports and env construction in a fresh process can be slow on a loaded machine
-            pool.gather("start", timeout=max(self.worker_timeout, START_TIMEOUT_S))
+            pool = WorkerPool(
+                workers,
+                start_method=self._mp_start_method,
+                label=LABEL,
+                timeout=DEFAULT_WORKER_TIMEOUT_S if timeout is None else timeout,
+                timeout_arg="worker_timeout",
+                after_loss=AFTER_LOSS,
+                on_shutdown=give_back,
+            )
+            self._finalizer = weakref.finalize(self, pool.shutdown)
+            self._pool = pool
+            self._workers = pool.procs
+            parent = layout.views(buffer)
+            self.shared_tensordict_parent = parent
+            self._sync_cuda = buffer.device.type == "cuda"
+            self._bind_views(parent)
+            pool.gather("start", timeout=DEFAULT_START_TIMEOUT_S if timeout is None else timeout)
         except BaseException:
-            self.close()
+            # release the shared buffer now: this frame stays alive in the traceback
+            workers = buffer = parent = layout = None
+            self._shutdown()
             raise
+        self.is_closed = False
 
     def _buffer_template(self) -> TensorDictBase:
         if self._lazy_stack:
@@ -205,53 +188,71 @@ class ParallelEnv(BatchedEnvBase):
     def _bind_views(self, parent: TensorDictBase) -> None:
         """Cache the views of the shared tensordict that each call reads or writes."""
         self._next_view = parent.get("next")
+        workers = range(self.num_workers)
         if self._lazy_stack:
-            workers = range(self.num_workers)
             self._reset_view = LazyStackedTensorDict(
                 *(parent[i].select(*self._reset_output_keys(i), strict=False) for i in workers),
                 stack_dim=0,
             )
-            self._in_view = LazyStackedTensorDict(
-                *(parent[i].select(*self._input_keys(i), strict=False) for i in workers),
-                stack_dim=0,
-            )
         else:
             self._reset_view = parent.select(*self._reset_output_keys(0), strict=False)
-            self._in_view = parent.select(*self._input_keys(0), strict=False)
-        self._in_leaves = _split(leaves(self._in_view))
+        root = parent.exclude("next")
+        self._plans = {}
+        for phase, roles in (("step", STEP_ROLES), ("reset", RESET_ROLES)):
+            rules = self._input_rules(roles)
+            if rules[0] == "flat":
+                _, keys, flat = rules
+                self._plans[phase] = ("flat", keys, flat, get_many(root, keys))
+            else:
+                self._plans[phase] = ("tree", rules[1], [root[i] for i in workers])
 
     def close(self) -> None:
-        """Stop the workers and release shared memory; a later ``reset`` starts them again."""
+        """Stop the workers and release shared memory; ``reset`` starts them again.
+
+        Until that ``reset``, ``step`` raises ``EnvClosedError``. Closing twice is harmless.
+        """
+        if not self.is_closed:
+            self._must_reset = True
+        self._shutdown()
+
+    def _shutdown(self) -> None:
         if self._finalizer is not None:
             self._finalizer()
             self._finalizer = None
         self._pool = None
+        self._workers = []
         self._drop_views()
         self.is_closed = True
 
     def _drop_views(self) -> None:
         """Forget every view of the shared buffer, so that its memory is released."""
         self.shared_tensordict_parent: TensorDictBase | None = None
-        self._next_view = self._reset_view = self._in_view = self._in_leaves = None
+        self._next_view = self._reset_view = None
+        self._plans: dict = {}
 
     @_closes_on_worker_loss
     def set_seed(self, seed: int | None = None, static_seed: bool = False) -> int | None:
         """Seed worker i with the seed returned by worker i-1; return the last one."""
         self.start()
         for index in range(self.num_workers):
-            self._pool.send(index, "seed", (seed, static_seed))
-            (seed,) = self._pool.gather("set_seed", [index])
+            (seed,) = self._pool.request("set_seed", "seed", (seed, static_seed), indices=[index])
         return seed
 
     # ------------------------------------------------------------------ data path
     @_closes_on_worker_loss
     def _step(self, tensordict: TensorDictBase) -> TensorDictBase:
         self._check_batch(tensordict)
-        self.start()
+        self._open_for_step()
+        pool = self._pool
         with torch.no_grad():
-            self._write_inputs(tensordict)
-            self._pool.broadcast(STEP)
-            self._pool.gather("step")
+            pool.sync()  # an interrupted exchange is finished before the inputs are overwritten
+            skipped = self._write_inputs(tensordict, "step")
+            if skipped is None:
+                pool.broadcast(STEP, "step")
+            else:
+                for index, keys in enumerate(skipped):
+                    pool.send(index, "step", keys or None)
+            pool.gather("step")
             return self._read(self._next_view)
 
     def _step_proc_data(self, next_td: TensorDictBase) -> TensorDictBase:
@@ -263,38 +264,67 @@ class ParallelEnv(BatchedEnvBase):
 
     @_closes_on_worker_loss
     def _reset(self, tensordict: TensorDictBase | None = None, **kwargs) -> TensorDictBase:
-        self.start()
         masks = self._reset_masks(tensordict)
+        self._open_for_reset(masks)
+        pool = self._pool
         needs = self._workers_to_reset(masks)
         with torch.no_grad():
+            pool.sync()
+            skipped = None
             if tensordict is not None:
-                self._write_inputs(tensordict, self._reset_view)
-            indices = [i for i, need in enumerate(needs) if need]
-            for index in indices:
-                worker_masks = None
-                if masks is not None:
-                    worker_masks = {k: m[index].cpu().numpy() for k, m in masks.items()}
-                self._pool.send(index, "reset", (worker_masks, kwargs, tensordict is not None))
-            self._pool.gather("reset", indices)
+                skipped = self._write_inputs(tensordict, "reset")
+                skipped = skipped or [[] for _ in range(self.num_workers)]
+            payloads = {}
+            for index, need in enumerate(needs):
+                if need:
+                    worker_masks = None
+                    if masks is not None:
+                        worker_masks = {k: m[index].cpu().numpy() for k, m in masks.items()}
+                    keys = skipped[index] if skipped is not None else None
+                    payloads[index] = (worker_masks, kwargs, keys)
+            pool.request("reset", "reset", payloads=payloads)
+            self._must_reset = False
             return self._read(self._reset_view)
 
-    def _write_inputs(self, tensordict: TensorDictBase, view: TensorDictBase | None = None) -> None:
-        if view is None and self._in_leaves is not None:
-            keys, dsts = self._in_leaves
-            copy_into(dsts, get_many(tensordict, keys))
-        else:
-            view = self._in_view if view is None else view
-            if isinstance(view, LazyStackedTensorDict):
-                pairs = zip(view.tensordicts, tensordict.unbind(0))
-            else:
-                pairs = [(view, tensordict)]
-            for dst, src in pairs:
-                src_keys = set(src.keys(True, True))
-                keys = [key for key in dst.keys(True, True) if key in src_keys]
-                if keys:
-                    dst.update_(src.select(*keys))
+    def _write_inputs(self, tensordict: TensorDictBase, phase: str) -> list | None:
+        """Check the input and copy its leaves into the shared buffer.
+
+        Returns None when every input leaf was written, else, per worker, the keys that were
+        not (absent, or observations that do not fit): the workers leave those out.
+        """
+        plan = self._plans[phase]
+        where = f"ParallelEnv.{phase}"
+        require = phase == "step"
+        if plan[0] == "flat":
+            _, keys, rules, dsts = plan
+            values = get_many(tensordict, keys)
+            skipped = check_flat(rules, values, where, require)
+            if skipped is not None:
+                for index in skipped:
+                    values[index] = None
+                    if phase == "reset":  # a sub-env not reset returns zeros, as in SerialEnv
+                        dsts[index].zero_()
+            copy_into(dsts, values)
+            if self._sync_cuda:
+                torch.cuda.synchronize(self.shared_tensordict_parent.device)
+            if skipped is None:
+                return None
+            return [[keys[index] for index in skipped]] * self.num_workers
+        _, trees, dsts = plan
+        per_worker = []
+        for tree, src, dst in zip(trees, _parts(tensordict), dsts):
+            skipped = tree.check(src, where, require)
+            keep = [key for key in dst.keys(True, True) if key not in skipped]
+            if keep:
+                dst.update_(src.select(*keep, strict=False))
+            if phase == "reset":
+                for key in skipped:
+                    if key in dst.keys(True, True):
+                        dst.get(key).zero_()
+            per_worker.append(skipped)
         if self._sync_cuda:
             torch.cuda.synchronize(self.shared_tensordict_parent.device)
+        return per_worker if any(per_worker) else None
 
     def _read(self, view: TensorDictBase) -> TensorDictBase:
         if self.device is not None and view.device != self.device:
@@ -304,9 +334,7 @@ class ParallelEnv(BatchedEnvBase):
     # ------------------------------------------------------------------ forwarding
     @_closes_on_worker_loss
     def _forward_attr(self, name: str) -> Any:
-        for index in range(self.num_workers):
-            self._pool.send(index, "getattr", name)
-        kinds = self._pool.gather(f"getattr({name!r})")
+        kinds = self._pool.request(f"getattr({name!r})", "getattr", name)
         if all(kind == "callable" for kind, _ in kinds):
             return functools.partial(self._call_workers, name)
         return [value for _, value in kinds]
@@ -314,9 +342,7 @@ class ParallelEnv(BatchedEnvBase):
     @_closes_on_worker_loss
     def _call_workers(self, name: str, *args, **kwargs) -> list:
         """Call the sub-envs' method ``name`` in every worker; one result per worker."""
-        for index in range(self.num_workers):
-            self._pool.send(index, "call", (name, args, kwargs))
-        return self._pool.gather(f"{name}()")
+        return self._pool.request(f"{name}()", "call", (name, args, kwargs))
 
 
 def _zero_td(meta, batch: tuple) -> TensorDictBase:
@@ -333,26 +359,10 @@ def _zero_td(meta, batch: tuple) -> TensorDictBase:
 
 
 # ---------------------------------------------------------------------- worker side
-def _worker_entry(run_fn: Callable, num_threads: int, *args) -> None:
-    """Process target: set the thread count first, run the worker loop, then exit at once.
-
-    The env was closed by the loop; skipping interpreter teardown (seconds with torch
-    imported) lets ``close()`` join the worker in milliseconds.
-    """
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the main process's to handle
+def _worker_entry(conn, run_fn: Callable, num_threads: int, *args) -> None:
+    """Worker target: set the thread count first, then run the worker loop ``run_fn``."""
     torch.set_num_threads(num_threads)
-    run_fn(*args)
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(0)
-
-
-def _error_payload(err: BaseException) -> bytes:
-    try:
-        original = cloudpickle.dumps(err)
-    except Exception:
-        original = None
-    return ERROR + pickle.dumps((type(err).__name__, str(err), traceback.format_exc(), original))
+    run_fn(conn, *args)
 
 
 class _WorkerEnv:
@@ -364,6 +374,9 @@ class _WorkerEnv:
         self.root = shared.exclude("next")
         self.next = shared.get("next")
         self.next_leaves = _split(leaves(self.next))
+        inputs = {*env.full_action_spec.keys(True, True), *env.full_state_spec.keys(True, True)}
+        inputs |= set(env.full_observation_spec.keys(True, True))
+        self.step_view = self.root.select(*inputs, strict=False)
         reset_keys = set(env.full_observation_spec.keys(True, True))
         reset_keys |= set(env.full_done_spec.keys(True, True))
         reset_keys |= set(env.full_state_spec.keys(True, True))
@@ -371,17 +384,34 @@ class _WorkerEnv:
         self.reset_leaves = _split(leaves(self.reset_view))
         self.sync_cuda = self.root.device is not None and self.root.device.type == "cuda"
 
-    def step(self) -> None:
-        _write(self.next, self.next_leaves, self.step_fn(shallow_copy(self.root)))
+    def handlers(self) -> dict[str, Callable[[Any], Any]]:
+        """The commands this worker answers (see ``rlcore.serve``)."""
+        return {
+            "step": self.step,
+            "reset": self.reset,
+            "seed": self.seed,
+            "getattr": self.getattr,
+            "call": self.call,
+            "close": self.close,
+        }
+
+    def step(self, skipped: list | None) -> None:
+        """Step on the shared inputs (less the ``skipped`` keys the caller did not give)."""
+        td = shallow_copy(self.step_view)
+        if skipped:
+            td = td.exclude(*skipped)
+        _write(self.next, self.next_leaves, self.step_fn(td))
         if self.sync_cuda:
             torch.cuda.synchronize(self.root.device)
 
-    def reset(self, masks: dict | None, kwargs: dict, has_input: bool) -> None:
+    def reset(self, payload: tuple) -> None:
         """Reset the env; it is given its shared slice (where the main process wrote the
-        caller's entries) when the caller passed a tensordict, as ``SerialEnv`` passes it."""
+        caller's entries, less the ``skipped`` ones) when the caller passed a tensordict, as
+        ``SerialEnv`` passes it."""
+        masks, kwargs, skipped = payload
         td = None
-        if masks is not None or has_input:
-            td = self.root.clone()
+        if masks is not None or skipped is not None:
+            td = (self.root.exclude(*skipped) if skipped else self.root).clone()
         if masks is not None:
             for key, mask in masks.items():
                 td.set(key, torch.from_numpy(mask).to(self.root.device))
@@ -389,6 +419,21 @@ class _WorkerEnv:
         _write(self.reset_view, self.reset_leaves, out)
         if self.sync_cuda:
             torch.cuda.synchronize(self.root.device)
+
+    def seed(self, payload: tuple) -> int | None:
+        seed, static_seed = payload
+        return self.env.set_seed(seed, static_seed=static_seed)
+
+    def getattr(self, name: str) -> tuple[str, Any]:
+        value = getattr(self.env, name)
+        return ("callable", None) if callable(value) else ("value", value)
+
+    def call(self, payload: tuple) -> Any:
+        name, args, kwargs = payload
+        return getattr(self.env, name)(*args, **kwargs)
+
+    def close(self, _: Any = None) -> None:
+        self.env.close()
 
 
 def _split(pairs: list | None) -> tuple[list, list] | None:
@@ -416,53 +461,11 @@ def _run_worker_pipe_shared_mem(
 ) -> None:
     """Worker loop: build the env on its shared slice, then serve commands until "close"."""
     torch.set_grad_enabled(False)
-    try:
-        if isinstance(env_fn, CloudpickleBox):
-            env_fn, env_kwargs = env_fn.obj, env_kwargs.obj
-        worker = _WorkerEnv(env_fn(**env_kwargs), layout.views(buffer)[index])
-    except Exception as err:
-        conn.send_bytes(_error_payload(err))
-        return
-    conn.send_bytes(OK)
-    poller = None
-    if CAN_SPIN:
-        poller = select.poll()
-        poller.register(conn.fileno(), select.POLLIN)
-    while True:
-        if poller is not None:
-            wait_briefly(poller, 1, WORKER_SPIN_S)
-        try:
-            message = conn.recv_bytes()
-        except (EOFError, OSError):
-            break  # the main process is gone
-        try:
-            if message == STEP:
-                worker.step()
-                conn.send_bytes(OK)
-                continue
-            command, payload = pickle.loads(message)
-            if command == "close":
-                worker.env.close()
-                break
-            conn.send_bytes(_handle(worker, command, payload))
-        except Exception as err:
-            conn.send_bytes(_error_payload(err))
 
+    def setup() -> dict[str, Callable[[Any], Any]]:
+        fn, kwargs = env_fn, env_kwargs
+        if isinstance(fn, CloudpickleBox):
+            fn, kwargs = fn.obj, kwargs.obj
+        return _WorkerEnv(fn(**kwargs), layout.views(buffer)[index]).handlers()
 
-def _handle(worker: _WorkerEnv, command: str, payload: Any) -> bytes:
-    env = worker.env
-    if command == "reset":
-        worker.reset(*payload)
-        return OK
-    if command == "seed":
-        seed, static_seed = payload
-        return VALUE + pickle.dumps(env.set_seed(seed, static_seed=static_seed))
-    if command == "getattr":
-        value = getattr(env, payload)
-        if callable(value):
-            return VALUE + pickle.dumps(("callable", None))
-        return VALUE + pickle.dumps(("value", value))
-    if command == "call":
-        name, args, kwargs = payload
-        return VALUE + pickle.dumps(getattr(env, name)(*args, **kwargs))
-    raise ValueError(UNKNOWN_COMMAND_ERROR.format(command=command))
+    serve(conn, setup, hot={STEP: "step"})

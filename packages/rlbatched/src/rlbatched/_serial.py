@@ -12,6 +12,7 @@ from rlcore import EnvBase
 
 from . import _td_fast
 from ._batched_base import BatchedEnvBase, step_function
+from ._inputs import ACTION, STATE
 
 SUB_ENV_NOTE = "raised by sub-env {index} of SerialEnv during {phase}"
 
@@ -66,9 +67,11 @@ class SerialEnv(BatchedEnvBase):
         self.is_closed = False
 
     def close(self) -> None:
-        """Close every sub-env; a later ``reset`` or ``step`` creates them again."""
+        """Close every sub-env; ``reset`` creates them again (``step`` raises until then)."""
         envs, self._envs = self._envs, None
         self.is_closed = True
+        if envs is not None:
+            self._must_reset = True
         for env in envs or ():
             env.close()
 
@@ -81,7 +84,8 @@ class SerialEnv(BatchedEnvBase):
 
     def _step(self, tensordict: TensorDictBase) -> TensorDictBase:
         self._check_batch(tensordict)
-        self.start()
+        self._open_for_step()
+        self._check_inputs(tensordict, "step", (ACTION, STATE))
         tds = _td_fast.unbind(tensordict)
         in_device = tensordict.device
         if any(d is not None and d != in_device for d in self._env_devices):
@@ -96,8 +100,11 @@ class SerialEnv(BatchedEnvBase):
         return self._to_out_device(self._stack(outs))
 
     def _reset(self, tensordict: TensorDictBase | None = None, **kwargs) -> TensorDictBase:
-        self.start()
-        needs = self._workers_to_reset(self._reset_masks(tensordict))
+        masks = self._reset_masks(tensordict)
+        self._open_for_reset(masks)
+        if tensordict is not None:
+            self._check_inputs(tensordict, "reset", (ACTION, STATE))
+        needs = self._workers_to_reset(masks)
         tds = tensordict.unbind(0) if tensordict is not None else [None] * self.num_workers
         if self._reset_templates is None:
             self._reset_keys_out = [self._reset_output_keys(i) for i in range(self.num_workers)]
@@ -119,6 +126,7 @@ class SerialEnv(BatchedEnvBase):
         except Exception as err:
             err.add_note(SUB_ENV_NOTE.format(index=index, phase="reset"))
             raise
+        self._must_reset = False
         return self._to_out_device(self._stack(outs))
 
     @staticmethod
