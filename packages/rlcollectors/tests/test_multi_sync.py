@@ -17,6 +17,7 @@ from tensordict.nn import TensorDictModuleBase
 from torch import nn
 
 from rlcollectors import MultiSyncDataCollector, SyncDataCollector
+from rlcore import WorkerDiedError, WorkerTimeoutError
 from rlmocks import ContinuousActionVecMockEnv, CountingEnv
 from rlmodules import Actor
 
@@ -61,8 +62,8 @@ def _failing_factory():
     raise ValueError("cannot build this env")
 
 
-def _assert_all_dead(collector):
-    assert all(not proc.is_alive() for proc in collector._procs)
+def _assert_all_dead(procs):
+    assert all(proc._closed or not proc.is_alive() for proc in procs)
 
 
 def test_output_equals_concatenated_single_collectors():
@@ -81,12 +82,12 @@ def test_output_equals_concatenated_single_collectors():
         assert got.batch_size == want.batch_size == (40,)
         assert (got == want).all()
     assert multi[0].names == ["time"]
-    procs = list(collector._procs)
+    procs = list(collector._pool.procs)
     collector.shutdown()
     collector.shutdown()  # idempotent
     for single in singles:
         single.shutdown()
-    assert all(not proc.is_alive() and proc.exitcode == 0 for proc in procs)
+    assert all(proc._closed for proc in procs)
     with pytest.raises(RuntimeError, match=re.escape("MultiSyncDataCollector was shut down")):
         iter(collector)
 
@@ -141,39 +142,60 @@ def test_split_trajs_gives_unique_ids_across_workers():
     collector.shutdown()
 
 
-def test_worker_that_dies_is_named_in_the_error():
+@pytest.mark.parametrize("method", ["fork", "spawn"])
+def test_worker_that_dies_is_named_in_the_error(method):
     collector = MultiSyncDataCollector(
-        [CountingEnv, DyingEnv], frames_per_batch=20, total_frames=20, mp_start_method=FAST_START
+        [CountingEnv, DyingEnv], frames_per_batch=20, total_frames=20, mp_start_method=method
     )
+    procs = list(collector._pool.procs)
     with pytest.raises(
-        RuntimeError, match=re.escape("MultiSyncDataCollector worker 1 (pid")
+        WorkerDiedError,
+        match=re.escape(
+            f"MultiSyncDataCollector worker 1 (pid {procs[1].pid}) died unexpectedly during "
+            "collect (exit code 3); the collector was shut down."
+        ),
     ) as info:
         next(iter(collector))
-    assert "died with exit code 3 while collecting a batch" in str(info.value)
-    _assert_all_dead(collector)
+    assert isinstance(info.value, RuntimeError) and info.value.exitcode == 3
+    _assert_all_dead(procs)
+    with pytest.raises(RuntimeError, match="was shut down"):
+        iter(collector)
 
 
-def test_worker_that_hangs_past_the_timeout_is_named_and_stopped():
+@pytest.mark.parametrize("method", ["fork", "spawn"])
+def test_worker_that_hangs_past_the_timeout_is_named_and_stopped(method):
     collector = MultiSyncDataCollector(
-        [HangingEnv], frames_per_batch=4, timeout=1.0, mp_start_method=FAST_START
+        [HangingEnv],
+        frames_per_batch=4,
+        timeout=1.0 if method == "fork" else 120.0,
+        mp_start_method=method,
     )
+    collector.timeout = collector._pool.timeout = 1.0  # spawned workers need longer to start
+    procs = list(collector._pool.procs)
     with pytest.raises(
-        RuntimeError, match=re.escape("MultiSyncDataCollector worker 0 (pid")
-    ) as info:
+        WorkerTimeoutError,
+        match=re.escape(
+            f"MultiSyncDataCollector worker 0 (pid {procs[0].pid}) did not answer within 1 s "
+            "during collect (timeout=1); the collector was shut down."
+        ),
+    ):
         next(iter(collector))
-    assert "did not answer within 1.0s while collecting a batch" in str(info.value)
-    _assert_all_dead(collector)
+    _assert_all_dead(procs)
 
 
-def test_worker_that_raises_reports_its_traceback():
+@pytest.mark.parametrize("method", ["fork", "spawn"])
+def test_worker_that_raises_reports_its_type_and_traceback(method):
     with pytest.raises(
-        RuntimeError,
-        match=re.escape("MultiSyncDataCollector worker 1 raised while starting its collector"),
+        ValueError,
+        match=re.escape(
+            "MultiSyncDataCollector worker 1 raised ValueError during start: cannot build this env"
+        ),
     ) as info:
         MultiSyncDataCollector(
-            [CountingEnv, _failing_factory], frames_per_batch=4, mp_start_method=FAST_START
+            [CountingEnv, _failing_factory], frames_per_batch=4, mp_start_method=method
         )
-    assert "ValueError: cannot build this env" in str(info.value)
+    assert "Worker traceback:" in str(info.value) and "_failing_factory" in str(info.value)
+    assert isinstance(info.value.__cause__, ValueError)
     assert not [
         p for p in multiprocessing.active_children() if p.name.startswith("MultiSyncDataCollector")
     ]

@@ -2,17 +2,16 @@
 
 from __future__ import annotations
 
-import time
-import traceback
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any, NoReturn
+from multiprocessing.reduction import ForkingPickler
+from typing import Any
 
 import torch
-import torch.multiprocessing as mp  # registers the tensor reductions that share memory over pipes
+import torch.multiprocessing  # noqa: F401 - registers the tensor reductions that share memory
 from tensordict import TensorDict, TensorDictBase
 from torch import nn
 
-from rlcore import CloudpickleBox, EnvBase, clean_worker_environ
+from rlcore import CloudpickleBox, EnvBase, WorkerPool, serve
 
 from ._base import CollectorBase
 from ._split import TRAJ_IDS, split_trajectories
@@ -30,63 +29,43 @@ _BAD_CAT = "cat_results must be an int (the dim to concatenate along) or 'stack'
 _BAD_KWARGS = (
     "create_env_kwargs must be a dict or a list of {n} dicts (one per worker), got {value!r}."
 )
-_WORKER_DIED = (
-    "MultiSyncDataCollector worker {idx} (pid {pid}) died with exit code {code} while {doing}."
-)
-_WORKER_FAILED = "MultiSyncDataCollector worker {idx} raised while {doing}:\n{tb}"
-_WORKER_TIMEOUT = "MultiSyncDataCollector worker {idx} (pid {pid}) did not answer within {timeout}s while {doing}."
-_UNKNOWN_COMMAND = "collector worker got unknown command {cmd!r}; expected one of {known}."
-_COMMANDS = ("next", "seed", "update", "close")
-_POLL_S = 1.0
-_JOIN_S = 10.0
+LABEL = "MultiSyncDataCollector worker"
+AFTER_LOSS = "; the collector was shut down."
 
 
-def _run_collector_worker(pipe, env_fn, policy, weights, kwargs) -> None:
-    """Worker loop: answers each command from the main process with one small message.
+def _run_collector_worker(conn, env_fn, policy, weights, kwargs) -> None:
+    """Worker function: a ``SyncDataCollector`` answering ``next``, ``seed`` and ``update``.
 
-    A batch buffer travels through the pipe once, after ``share_memory_()``; later batches
-    are written in place into it and only acknowledged.
+    A batch buffer travels to the main process once (after ``share_memory_()``), and again
+    whenever the main process says it has none (its reply was dropped by an interrupted
+    exchange); later batches are written in place into it and only acknowledged.
     """
-    collector = None
-    try:
+
+    def setup() -> dict[str, Callable[[Any], Any]]:
         collector = SyncDataCollector(env_fn.obj, policy.obj, return_same_td=True, **kwargs)
         batches = iter(collector)
         sent = None
-        pipe.send(("ready", None))
-        while True:
-            cmd, data = pipe.recv()
-            if cmd == "next":
-                batch = next(batches)
-                on_cuda = batch.device is not None and batch.device.type == "cuda"
-                if on_cuda:
-                    torch.cuda.synchronize(batch.device)  # the main process reads on another stream
-                if batch is sent:
-                    pipe.send(("batch", None))
-                else:
-                    # a new buffer: CPU storage moves to shared memory in place, CUDA tensors
-                    # travel as IPC handles; later batches overwrite it and are only acknowledged
-                    pipe.send(("batch", batch if on_cuda else batch.share_memory_()))
-                    sent = batch
-            elif cmd == "seed":
-                pipe.send(("seed", collector.set_seed(*data)))
-            elif cmd == "update":
-                collector.update_policy_weights_(weights)
-                pipe.send(("updated", None))
-            elif cmd == "close":
-                break
-            else:
-                raise ValueError(_UNKNOWN_COMMAND.format(cmd=cmd, known=_COMMANDS))
-    except (EOFError, BrokenPipeError, KeyboardInterrupt):
-        pass  # the main process went away
-    except BaseException:
-        try:
-            pipe.send(("error", traceback.format_exc()))
-        except (BrokenPipeError, OSError):
-            pass
-    finally:
-        if collector is not None:
-            collector.shutdown()
-        pipe.close()
+
+        def next_batch(has_buffer: bool) -> TensorDictBase | None:
+            nonlocal sent
+            batch = next(batches)
+            on_cuda = batch.device is not None and batch.device.type == "cuda"
+            if on_cuda:
+                torch.cuda.synchronize(batch.device)  # the main process reads on another stream
+            if batch is sent and has_buffer:
+                return None
+            sent = batch
+            # CPU storage moves to shared memory in place, CUDA tensors travel as IPC handles
+            return batch if on_cuda else batch.share_memory_()
+
+        return {
+            "next": next_batch,
+            "seed": lambda args: collector.set_seed(*args),
+            "update": lambda _: collector.update_policy_weights_(weights),
+            "close": lambda _: collector.shutdown(),
+        }
+
+    serve(conn, setup, dumps=ForkingPickler.dumps)
 
 
 class MultiSyncDataCollector(CollectorBase):
@@ -98,8 +77,11 @@ class MultiSyncDataCollector(CollectorBase):
     ``torch.cat`` of single collectors' batches. Trajectory ids are per worker
     (offset to be unique only when ``split_trajs``).
 
-    A worker that raises or dies makes the main process raise a RuntimeError
-    naming it; ``shutdown`` stops and joins every worker.
+    A worker that raises makes the main process raise its exception (same type when it can
+    be rebuilt, else ``rlcore.WorkerRaisedError``), one that dies ``rlcore.WorkerDiedError``
+    and one silent for ``timeout`` seconds ``rlcore.WorkerTimeoutError``, each naming the
+    worker; the collector is then shut down. ``shutdown`` stops and joins every worker; a
+    collector dropped without it is shut down when garbage-collected.
 
     Args:
         create_env_fn: one env factory per worker (lambdas are fine: they are
@@ -118,7 +100,7 @@ class MultiSyncDataCollector(CollectorBase):
         cat_results: the dim to concatenate the workers' batches along, or
             ``"stack"`` for a new leading worker dim.
         mp_start_method: ``"spawn"`` (default), ``"fork"`` or ``"forkserver"``.
-        timeout: seconds to wait for a worker's answer before raising.
+        timeout: seconds to wait for a worker's answer (start-up included) before raising.
 
     Examples:
         >>> from rlcollectors import MultiSyncDataCollector
@@ -151,8 +133,7 @@ class MultiSyncDataCollector(CollectorBase):
         timeout: float = 300.0,
     ) -> None:
         self._closed = True  # until workers exist, so shutdown() from a failed init is a no-op
-        self._procs: list[Any] = []
-        self._pipes: list[Any] = []
+        self._pool: WorkerPool | None = None
         if (
             isinstance(create_env_fn, EnvBase | str)
             or not isinstance(create_env_fn, Sequence)
@@ -180,8 +161,6 @@ class MultiSyncDataCollector(CollectorBase):
         self.policy = policy
         self._weights = self._shared_weights(policy)
 
-        clean_worker_environ()
-        ctx = mp.get_context(mp_start_method)
         shipped_policy = CloudpickleBox(policy)
         worker_kwargs = {
             "frames_per_batch": frames_per_batch // n,
@@ -193,36 +172,33 @@ class MultiSyncDataCollector(CollectorBase):
             "max_frames_per_traj": max_frames_per_traj,
             "reset_at_each_iter": reset_at_each_iter,
         }
+        workers = [
+            (
+                _run_collector_worker,
+                (
+                    CloudpickleBox(fn),
+                    shipped_policy,
+                    self._weights,
+                    dict(worker_kwargs, create_env_kwargs=env_kwargs[idx]),
+                ),
+            )
+            for idx, fn in enumerate(create_env_fn)
+        ]
+        # a failed start stops the workers already started (the pool does on its own)
+        self._pool = WorkerPool(
+            workers,
+            start_method=mp_start_method,
+            label=LABEL,
+            timeout=timeout,
+            timeout_arg="timeout",
+            after_loss=AFTER_LOSS,
+        )
+        self._closed = False
         try:
-            for idx, fn in enumerate(create_env_fn):
-                parent, child = ctx.Pipe()
-                proc = ctx.Process(
-                    target=_run_collector_worker,
-                    args=(
-                        child,
-                        CloudpickleBox(fn),
-                        shipped_policy,
-                        self._weights,
-                        dict(worker_kwargs, create_env_kwargs=env_kwargs[idx]),
-                    ),
-                    daemon=True,
-                    name=f"MultiSyncDataCollector-worker-{idx}",
-                )
-                try:
-                    proc.start()
-                except BaseException:
-                    parent.close()
-                    raise
-                finally:
-                    child.close()
-                self._procs.append(proc)
-                self._pipes.append(parent)
-                self._closed = False
+            self._pool.gather("start")
         except BaseException:
-            self.shutdown()  # workers already started must not outlive a failed construction
+            self.shutdown()
             raise
-        for idx in range(n):
-            self._receive(idx, "starting its collector")
 
     @staticmethod
     def _per_worker_kwargs(kwargs: Any, n: int) -> list[dict[str, Any]]:
@@ -252,10 +228,9 @@ class MultiSyncDataCollector(CollectorBase):
     def _iterate(self) -> Iterator[TensorDictBase]:
         while self.total_frames < 0 or self._frames < self.total_frames:
             self._check_open()
-            for idx in range(self.num_workers):
-                self._send(idx, ("next", None), "collecting a batch")
-            for idx in range(self.num_workers):
-                batch = self._receive(idx, "collecting a batch")
+            has_buffer = {idx: buffer is not None for idx, buffer in enumerate(self._buffers)}
+            batches = self._request("collect", "next", payloads=has_buffer)
+            for idx, batch in enumerate(batches):
                 if batch is not None:
                     self._buffers[idx] = batch
             out = self._gather()
@@ -286,8 +261,7 @@ class MultiSyncDataCollector(CollectorBase):
         """Seeds the workers' envs in turn (each gets the seed the previous returned); returns the last."""
         self._check_open()
         for idx in range(self.num_workers):
-            self._send(idx, ("seed", (seed, static_seed)), "seeding its env")
-            seed = self._receive(idx, "seeding its env")
+            (seed,) = self._request("seed", "seed", (seed, static_seed), indices=[idx])
         return seed
 
     def update_policy_weights_(
@@ -302,70 +276,26 @@ class MultiSyncDataCollector(CollectorBase):
         if isinstance(policy_weights, nn.Module):
             policy_weights = TensorDict.from_module(policy_weights)
         self._weights.update_(policy_weights.data)
-        for idx in range(self.num_workers):
-            self._send(idx, ("update", None), "updating its policy weights")
-        for idx in range(self.num_workers):
-            self._receive(idx, "updating its policy weights")
+        self._request("update policy weights", "update")
 
-    def _send(self, idx: int, message: tuple[str, Any], doing: str) -> None:
+    def _request(self, phase: str, command: str, payload: Any = None, **kwargs) -> list:
+        """One exchange with the workers.
+
+        Any failure shuts the collector down (a worker's collector cannot resume after
+        raising); an interruption (Ctrl-C) does not: the next exchange drops its replies.
+        """
         try:
-            self._pipes[idx].send(message)
-        except (BrokenPipeError, ConnectionResetError, OSError):
-            self._fail_dead(idx, doing)
-
-    def _fail_dead(self, idx: int, doing: str) -> NoReturn:
-        proc = self._procs[idx]
-        proc.join(_JOIN_S)
-        self._fail(_WORKER_DIED.format(idx=idx, pid=proc.pid, code=proc.exitcode, doing=doing))
-
-    def _receive(self, idx: int, doing: str) -> Any:
-        pipe, proc = self._pipes[idx], self._procs[idx]
-        deadline = time.monotonic() + self.timeout
-        try:
-            while not pipe.poll(_POLL_S):
-                if not proc.is_alive():
-                    raise EOFError
-                if time.monotonic() > deadline:
-                    proc.terminate()  # a hung worker would not answer the close message either
-                    self._fail(
-                        _WORKER_TIMEOUT.format(
-                            idx=idx, pid=proc.pid, timeout=self.timeout, doing=doing
-                        )
-                    )
-            msg, data = pipe.recv()
-        except (EOFError, ConnectionResetError):
-            self._fail_dead(idx, doing)
-        if msg == "error":
-            self._fail(_WORKER_FAILED.format(idx=idx, doing=doing, tb=data))
-        return data
-
-    def _fail(self, message: str) -> NoReturn:
-        self.shutdown()
-        raise RuntimeError(message)
+            return self._pool.request(phase, command, payload, **kwargs)
+        except Exception:
+            self.shutdown()
+            raise
 
     def shutdown(self) -> None:
         """Stops and joins every worker; iterating afterwards raises a RuntimeError."""
-        if self._closed:
-            return
         self._closed = True
-        self._buffers = [None] * len(self._procs)
-        for pipe, proc in zip(self._pipes, self._procs):
-            if proc.is_alive():
-                try:
-                    pipe.send(("close", None))
-                except (BrokenPipeError, OSError):
-                    pass
-        for proc in self._procs:
-            proc.join(_JOIN_S)
-            if proc.is_alive():
-                proc.terminate()
-                proc.join(_JOIN_S)
-        for pipe in self._pipes:
-            pipe.close()
-
-    def __del__(self) -> None:
-        if getattr(self, "_closed", True) is False:
-            self.shutdown()
+        self._buffers = [None] * len(getattr(self, "_buffers", ()))
+        if self._pool is not None:
+            self._pool.shutdown()
 
     def __repr__(self) -> str:
         return (
