@@ -50,8 +50,7 @@ from ._worker_protocol import (
 __all__ = ["WorkerPool"]
 
 WORKER_RAISED = (
-    "{label} {index} raised {type_name} during {phase}: {message}\n\n"
-    "Worker traceback:\n{traceback}"
+    "{label} {index} raised {type_name} during {phase}: {message}\n\nWorker traceback:\n{traceback}"
 )
 WORKER_DIED = "{label} {index} (pid {pid}) died unexpectedly during {phase} ({how}){after}"
 WORKER_HUNG = (
@@ -224,15 +223,14 @@ class WorkerPool:
             self._check_alive(phase)
         conns = self.conns
         self._unread += len(conns)  # counted first: an interruption can only over-count
-        index = 0
-        try:
-            for index, conn in enumerate(conns):
+        for index, conn in enumerate(conns):
+            try:
                 conn.send_bytes(code)
-        except OSError:
-            self._lose_dead(index, phase)
-        except BaseException:
-            self._broken = phase
-            raise
+            except OSError:
+                self._lose_dead(index, phase)
+            except BaseException:
+                self._broken = phase  # possibly half a message in the pipe
+                raise
 
     def _write(self, index: int, data: bytes, phase: str) -> None:
         self._unread += 1
