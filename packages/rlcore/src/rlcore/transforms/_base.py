@@ -228,25 +228,34 @@ class Transform(nn.Module):
                 )
             )
 
+    def _map_entries(
+        self,
+        source: TensorDictBase,
+        target: TensorDictBase,
+        src_keys: Sequence[NestedKey],
+        dst_keys: Sequence[NestedKey],
+        fn: Callable[[torch.Tensor], torch.Tensor],
+    ) -> TensorDictBase:
+        """Write `fn(source[src])` at `target[dst]` for each key pair (missing keys: `_missing`)."""
+        for src, dst in zip(src_keys, dst_keys):
+            value = _get(source, src)
+            if value is None:
+                self._missing(src, source)
+            else:
+                target.set(dst, fn(value))
+        return target
+
     def _call(self, next_tensordict: TensorDictBase) -> TensorDictBase:
         """Apply `_apply_transform` from each in_key to its out_key."""
-        for in_key, out_key in zip(self.in_keys, self.out_keys):
-            value = _get(next_tensordict, in_key)
-            if value is None:
-                self._missing(in_key, next_tensordict)
-            else:
-                next_tensordict.set(out_key, self._apply_transform(value))
-        return next_tensordict
+        return self._map_entries(
+            next_tensordict, next_tensordict, self.in_keys, self.out_keys, self._apply_transform
+        )
 
     def _inv_call(self, tensordict: TensorDictBase) -> TensorDictBase:
         """Apply `_inv_apply_transform` from each out_key_inv to its in_key_inv."""
-        for in_key, out_key in zip(self.in_keys_inv, self.out_keys_inv):
-            value = _get(tensordict, out_key)
-            if value is None:
-                self._missing(out_key, tensordict)
-            else:
-                tensordict.set(in_key, self._inv_apply_transform(value))
-        return tensordict
+        return self._map_entries(
+            tensordict, tensordict, self.out_keys_inv, self.in_keys_inv, self._inv_apply_transform
+        )
 
     def _step(self, tensordict: TensorDictBase, next_tensordict: TensorDictBase) -> TensorDictBase:
         """Transform the step output `next_tensordict`; `tensordict` is the input at time t."""

@@ -10,7 +10,7 @@ from tensordict import NestedKey, TensorDictBase
 
 from rlspecs import Composite, TensorSpec, parse_device
 
-from ._base import Transform, _get
+from ._base import Transform
 
 __all__ = ["DTypeCastTransform", "DeviceCastTransform", "DoubleToFloat"]
 
@@ -266,13 +266,7 @@ class DeviceCastTransform(Transform):
         out = tensordict.clone(False)
         if out.device is not None and out.device != device:
             out = out.clear_device_()
-        for in_key, out_key in zip(src, dst):
-            value = _get(tensordict, in_key)
-            if value is None:
-                self._missing(in_key, tensordict)
-            else:
-                out.set(out_key, value.to(device))
-        return out
+        return self._map_entries(tensordict, out, src, dst, lambda value: value.to(device))
 
     def _call(self, next_tensordict: TensorDictBase) -> TensorDictBase:
         return self._move(next_tensordict, self.device, self.in_keys, self.out_keys)
