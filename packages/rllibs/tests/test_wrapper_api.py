@@ -55,6 +55,27 @@ def test_available_envs_lib_and_library_names():
     assert env.libname == "gym" and env.git_url.startswith("https://")
 
 
+def test_is_from_pixels_recognises_pixel_observations(
+    space_env_cls, image_env_cls, counting_env_cls
+):
+    assert not rllibs._is_from_pixels(gym.make("CartPole-v1"))
+    rendered = gym.wrappers.AddRenderObservation(counting_env_cls(render_mode="rgb_array"))
+    assert rllibs._is_from_pixels(rendered)
+    state_and_pixels = gym.wrappers.AddRenderObservation(
+        counting_env_cls(render_mode="rgb_array"), render_only=False
+    )
+    assert rllibs._is_from_pixels(state_and_pixels)
+    renamed = gym.wrappers.AddRenderObservation(
+        counting_env_cls(render_mode="rgb_array"), render_only=False, render_key="frame"
+    )
+    assert rllibs._is_from_pixels(renamed)  # found through the wrapper itself
+    assert rllibs._is_from_pixels(image_env_cls())  # an 8x6 RGB image Box
+    pixels = gym.spaces.Dict(pixels=gym.spaces.Box(0, 255, (4, 4), np.uint8))
+    assert rllibs._is_from_pixels(space_env_cls(pixels, gym.spaces.Discrete(2)))
+    state = gym.spaces.Dict(state=gym.spaces.Box(0, 255, (4, 4, 3), np.uint8))
+    assert not rllibs._is_from_pixels(space_env_cls(state, gym.spaces.Discrete(2)))
+
+
 def test_unknown_attributes_are_read_from_the_library_env():
     env = GymEnv("Pendulum-v1")
     assert env.spec.max_episode_steps == 200

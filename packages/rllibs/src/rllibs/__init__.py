@@ -15,6 +15,7 @@ from ._gym_spaces import (
 from ._info_reader import BaseInfoDictReader, default_info_dict_reader
 from ._register_gym import register_gym
 from ._version import __version__
+from ._wrapper_api import _is_from_pixels
 
 # seed-era names of the availability flags
 _has_gym = HAS_GYM
@@ -52,8 +53,9 @@ __all__ = [
     "_has_envpool",
     "_has_gym",
     "_has_gymnasium",
-    # torchrl 0.4 names of the space <-> spec conversions
+    # torchrl 0.4's private names that ported code imports
     "_gym_to_torchrl_spec_transform",
     "_torchrl_to_gym_spec_transform",
+    "_is_from_pixels",
     "__version__",
 ]

@@ -19,6 +19,7 @@ from ._extras import HAS_DMC, HAS_GYM
 
 __all__ = [
     "LibraryWrapperAPI",
+    "_is_from_pixels",
     "classproperty",
     "dm_control_available_envs",
     "get_library_name",
@@ -102,6 +103,37 @@ def get_library_name(env: Any) -> str:
         if isinstance(getattr(env, "action_space", None), gymnasium.spaces.Space):
             return "gymnasium"
     raise ImportError(UNKNOWN_LIBRARY.format(env=env))
+
+
+def _is_from_pixels(env: Any) -> bool:
+    """Whether a gymnasium env observes pixels (torchrl 0.4's test, for gymnasium >= 1.0).
+
+    True when its observation space is a Dict with a ``"pixels"`` entry, an RGB image Box
+    (``H x W x 3`` in ``[0, 255]``), or when it is wrapped in ``AddRenderObservation``.
+
+    Examples:
+        >>> import gymnasium
+        >>> _is_from_pixels(gymnasium.make("CartPole-v1"))
+        False
+        >>> class Camera(gymnasium.Env):
+        ...     observation_space = gymnasium.spaces.Box(0, 255, (8, 8, 3), "uint8")
+        >>> _is_from_pixels(Camera())
+        True
+    """
+    import gymnasium
+
+    space = env.observation_space
+    if isinstance(space, gymnasium.spaces.Dict) and "pixels" in space.spaces:
+        return True
+    if isinstance(space, gymnasium.spaces.Box) and space.low.ndim == 3:
+        image = (space.low == 0).all() and (space.high == 255).all()
+        if image and space.low.shape[-1] == 3:
+            return True
+    while env is not None:
+        if isinstance(env, gymnasium.wrappers.AddRenderObservation):
+            return True
+        env = getattr(env, "env", None)
+    return False
 
 
 class LibraryWrapperAPI:
