@@ -11,9 +11,15 @@ import re
 
 import pytest
 import torch
-from conftest import ACTOR, ship_by_value
-from tensordict.nn import TensorDictModuleBase
-from torch import nn
+from conftest import (
+    ACTOR,
+    PROVENANCE,
+    StepPolicy,
+    chunk_ids,
+    ray_collector,
+    set_step,
+    ship_by_value,
+)
 
 from rlcollectors import MultiSyncDataCollector, RayCollector, SyncDataCollector
 from rlcollectors._ray import ACTOR_RAISED, ACTOR_TIMEOUT
@@ -21,23 +27,6 @@ from rlmocks import CountingEnv
 
 ship_by_value(__name__)
 pytestmark = [pytest.mark.usefixtures("local_ray"), pytest.mark.timeout(300)]
-
-PROVENANCE = [("collector", "actor"), ("collector", "restart"), ("collector", "chunk")]
-
-
-class StepPolicy(TensorDictModuleBase):
-    """Plays its ``step`` parameter (rounded) as CountingEnv's action: the weights are visible."""
-
-    in_keys = []
-    out_keys = ["action"]
-
-    def __init__(self, step: float = 1.0):
-        super().__init__()
-        self.step = nn.Parameter(torch.tensor(float(step)))
-
-    def forward(self, tensordict):
-        action = self.step.detach().round().to(torch.int8).expand(*tensordict.batch_size, 1)
-        return tensordict.set("action", action.clone())
 
 
 class RaisingPolicy(StepPolicy):
@@ -57,22 +46,14 @@ def make_env(max_steps=4):
     return CountingEnv(max_steps=max_steps)
 
 
-def _chunk_ids(batch):
-    """The (actor, restart, chunk) of each chunk in ``batch``, one per frame before deduplication."""
-    flat = torch.stack([batch.get(key).reshape(-1) for key in PROVENANCE], -1)
-    return {tuple(row) for row in flat.tolist()}
-
-
 def test_sync_batches_stack_one_chunk_per_actor():
     """sync=True: each batch stacks one chunk per actor, equal to a local collector's batches."""
-    collector = RayCollector(
+    collector = ray_collector(
         make_env,
         StepPolicy(),
-        num_collectors=2,
         sync=True,
         frames_per_batch=20,
         total_frames=60,
-        remote_configs=ACTOR,
     )
     local = iter(SyncDataCollector(make_env(), StepPolicy(), frames_per_batch=10, total_frames=30))
     batches = list(collector)
@@ -89,17 +70,16 @@ def test_sync_batches_stack_one_chunk_per_actor():
 
 def test_async_yields_exact_frames_each_chunk_once():
     """sync=False: chunks of frames_per_batch from either actor, exactly total_frames in all."""
-    collector = RayCollector(
+    collector = ray_collector(
         [make_env, functools.partial(make_env, 2)],
         StepPolicy(),
         frames_per_batch=10,
         total_frames=100,
-        remote_configs=ACTOR,
     )
     seen = []
     for batch in collector:
         assert batch.batch_size == (10,)
-        ids = _chunk_ids(batch)
+        ids = chunk_ids(batch)
         assert len(ids) == 1  # a whole chunk from one actor, never a mix or a part
         seen += ids
         actor = ids.pop()[0]
@@ -118,28 +98,24 @@ def test_weight_updates_reach_every_actor_through_one_put(monkeypatch):
     import ray
 
     policy = StepPolicy(1.0)
-    collector = RayCollector(
+    collector = ray_collector(
         make_env,
         policy,
-        num_collectors=2,
         sync=True,
         frames_per_batch=8,
         total_frames=-1,
-        remote_configs=ACTOR,
     )
     batches = iter(collector)
     assert next(batches)["action"].eq(1).all()
     puts = []
     real_put = ray.put
     monkeypatch.setattr(ray, "put", lambda value, **kw: puts.append(value) or real_put(value, **kw))
-    with torch.no_grad():
-        policy.step.fill_(0.0)
+    set_step(policy, 0.0)
     assert next(batches)["action"].eq(1).all()  # not sent yet
     collector.update_policy_weights_()
     assert len(puts) == 1 and puts[0]["step"] == 0.0
     assert next(batches)["action"].eq(0).all()
-    with torch.no_grad():
-        policy.step.fill_(1.0)
+    set_step(policy, 1.0)
     collector.update_policy_weights_(worker_rank=2)  # torchrl's 1-based rank: actor 1 only
     assert next(batches)["action"].squeeze(-1)[:, 0].tolist() == [0, 1]
     with pytest.raises(ValueError, match=re.escape("worker_rank must be an int from 1 to 2")):
@@ -150,14 +126,12 @@ def test_weight_updates_reach_every_actor_through_one_put(monkeypatch):
 def test_update_after_each_batch_async():
     """Async: the actor whose chunk was yielded gets the weights as they are after that step."""
     policy = StepPolicy(0.0)
-    collector = RayCollector(
+    collector = ray_collector(
         make_env,
         policy,
-        num_collectors=2,
         frames_per_batch=6,
         total_frames=60,
         update_after_each_batch=True,
-        remote_configs=ACTOR,
     )
     played_next = {}  # actor -> the step it must play in its next chunk
     for k, batch in enumerate(collector):
@@ -165,8 +139,7 @@ def test_update_after_each_batch_async():
         if actor in played_next:
             assert batch["action"].eq(played_next[actor]).all()
         step = k % 2  # alternate 0/1 so that a stale chunk would show
-        with torch.no_grad():
-            policy.step.fill_(float(step))
+        set_step(policy, step)
         played_next[actor] = step
     assert set(played_next) == {0, 1}
     collector.shutdown()
@@ -175,36 +148,31 @@ def test_update_after_each_batch_async():
 def test_max_weight_update_interval_forces_updates():
     """With interval 1, an actor gets the weights after its second batch without being asked."""
     policy = StepPolicy(1.0)
-    collector = RayCollector(
+    collector = ray_collector(
         make_env,
         policy,
-        num_collectors=2,
         sync=True,
         frames_per_batch=8,
         total_frames=24,
         max_weight_update_interval=1,
-        remote_configs=ACTOR,
     )
     actions = []
     for batch in collector:
         actions.append(int(batch["action"].max()))
-        with torch.no_grad():
-            policy.step.fill_(0.0)
+        set_step(policy, 0.0)
     assert actions == [1, 1, 0]
     collector.shutdown()
 
 
 def test_split_trajs_numbers_trajectories_apart_across_actors():
     """split_trajs: one row per trajectory, each from one actor, all frames kept."""
-    collector = RayCollector(
+    collector = ray_collector(
         make_env,
         StepPolicy(),
-        num_collectors=2,
         sync=True,
         split_trajs=True,
         frames_per_batch=24,
         total_frames=24,
-        remote_configs=ACTOR,
     )
     (batch,) = list(collector)
     mask = batch["collector", "mask"]
@@ -220,7 +188,7 @@ def test_split_trajs_numbers_trajectories_apart_across_actors():
 
 def test_multi_sync_collector_class_stacks_workers():
     """collector_class=MultiSyncDataCollector: each actor's chunk stacks its workers' batches."""
-    collector = RayCollector(
+    collector = ray_collector(
         make_env,
         StepPolicy(),
         collector_class=MultiSyncDataCollector,
@@ -239,9 +207,7 @@ def test_multi_sync_collector_class_stacks_workers():
 
 def test_set_seed_chains_through_the_actors():
     """set_seed seeds actor 0, hands the seed it returns to actor 1, and returns actor 1's."""
-    collector = RayCollector(
-        make_env, num_collectors=2, frames_per_batch=8, total_frames=8, remote_configs=ACTOR
-    )
+    collector = ray_collector(make_env, frames_per_batch=8, total_frames=8)
     expected = make_env().set_seed(make_env().set_seed(3))
     assert collector.set_seed(3) == expected
     collector.shutdown()
@@ -249,13 +215,12 @@ def test_set_seed_chains_through_the_actors():
 
 def test_policy_raising_in_an_actor_names_it():
     """A policy that raises in actor 1 stops the collection with an error naming actor 1."""
-    collector = RayCollector(
+    collector = ray_collector(
         [functools.partial(make_env, 1), functools.partial(make_env, 10)],
         RaisingPolicy(),
         sync=True,
         frames_per_batch=20,
         total_frames=200,
-        remote_configs=ACTOR,
     )
     prefix = ACTOR_RAISED.split("{pid}")[0].format(idx=1, restart=0)
     with pytest.raises(RuntimeError, match=re.escape(prefix)) as info:
@@ -269,9 +234,7 @@ def test_policy_raising_in_an_actor_names_it():
 def test_env_failing_to_build_names_the_actor():
     """An env factory that raises fails the construction, naming the actor."""
     with pytest.raises(RuntimeError, match=re.escape("RayCollector actor 1 (restart 0")) as info:
-        RayCollector(
-            [make_env, _failing_env], frames_per_batch=8, total_frames=8, remote_configs=ACTOR
-        )
+        ray_collector([make_env, _failing_env], frames_per_batch=8, total_frames=8)
     assert "cannot build this env" in str(info.value)
 
 
@@ -279,9 +242,8 @@ def test_unschedulable_actors_time_out_naming_them():
     """Actors asking for resources no node has raise after `timeout` instead of waiting forever."""
     prefix = ACTOR_TIMEOUT.split("{timeout}")[0].format(idxs=[0, 1])
     with pytest.raises(RuntimeError, match=re.escape(prefix)):
-        RayCollector(
+        ray_collector(
             make_env,
-            num_collectors=2,
             frames_per_batch=8,
             total_frames=8,
             timeout=2,
@@ -293,9 +255,7 @@ def test_shutdown_ends_the_actors_and_keeps_the_caller_s_ray():
     """shutdown kills every actor, forbids iterating, and leaves a Ray it did not start running."""
     import ray
 
-    collector = RayCollector(
-        make_env, num_collectors=2, frames_per_batch=8, total_frames=8, remote_configs=ACTOR
-    )
+    collector = ray_collector(make_env, frames_per_batch=8, total_frames=8)
     actors = collector.remote_collectors()
     collector.shutdown()
     collector.shutdown()  # idempotent

@@ -14,36 +14,16 @@ import time
 
 import pytest
 import torch
-from conftest import ACTOR, ship_by_value
-from tensordict.nn import TensorDictModuleBase
+from conftest import ACTOR, StepPolicy, chunk_ids, ray_collector, set_step, ship_by_value
 from torch import nn
 
-from rlcollectors import RayCollector
 from rlcollectors._ray import ACTOR_LOST, ACTOR_RAISED
 from rlmocks import CountingEnv
 
 ship_by_value(__name__)
 pytestmark = [pytest.mark.usefixtures("local_ray"), pytest.mark.timeout(300)]
 
-PROVENANCE = [("collector", "actor"), ("collector", "restart"), ("collector", "chunk")]
-RECOVERY_BOUND_S = (
-    60.0  # generous for a loaded 2-core machine; measured ~4 s (docs/pages/distributed.md)
-)
-
-
-class StepPolicy(TensorDictModuleBase):
-    """Plays its ``step`` parameter (rounded) as CountingEnv's action: the weights are visible."""
-
-    in_keys = []
-    out_keys = ["action"]
-
-    def __init__(self, step: float = 1.0):
-        super().__init__()
-        self.step = nn.Parameter(torch.tensor(float(step)))
-
-    def forward(self, tensordict):
-        action = self.step.detach().round().to(torch.int8).expand(*tensordict.batch_size, 1)
-        return tensordict.set("action", action.clone())
+RECOVERY_BOUND_S = 60.0  # generous for a loaded 2-core machine (docs/pages/distributed.md)
 
 
 class SlowCountingEnv(CountingEnv):
@@ -62,29 +42,19 @@ def _pid(collector, idx):
 
 def _chunk_id(batch):
     """The batch's (actor, restart, chunk), checking that every frame carries the same."""
-    ids = {
-        tuple(row)
-        for row in torch.stack([batch.get(k).reshape(-1) for k in PROVENANCE], -1).tolist()
-    }
+    ids = chunk_ids(batch)
     assert len(ids) == 1, f"a batch mixes chunks {ids}"
     return ids.pop()
-
-
-def _set_step(policy, value):
-    with torch.no_grad():
-        policy.step.fill_(value)
 
 
 def test_sigkill_mid_chunk_recovers_with_exact_frames():
     """SIGKILL of a collecting actor: exact total, whole chunks once each, the new actor's chunks."""
     policy = StepPolicy(1.0)
-    collector = RayCollector(
+    collector = ray_collector(
         SlowCountingEnv,
         policy,
-        num_collectors=2,
         frames_per_batch=40,  # 0.2 s a chunk
         total_frames=2000,
-        remote_configs=ACTOR,
     )
     victim = _pid(collector, 0)
     seen, frames, killed_at, recovered_after = [], 0, None, None
@@ -95,7 +65,7 @@ def test_sigkill_mid_chunk_recovers_with_exact_frames():
         seen.append((actor, restart, chunk))
         if killed_at is None and actor == 1 and len(seen) >= 6:
             # actor 0 is busy with its next chunk: the kill lands mid-chunk
-            _set_step(policy, 0.0)
+            set_step(policy, 0.0)
             collector.update_policy_weights_()
             os.kill(victim, signal.SIGKILL)
             killed_at = time.monotonic()
@@ -113,13 +83,11 @@ def test_sigkill_mid_chunk_recovers_with_exact_frames():
 def test_weights_sent_while_an_actor_restarts_reach_it():
     """An update sent while Ray restarts an actor (its restore pending) is not lost."""
     policy = StepPolicy(1.0)
-    collector = RayCollector(
+    collector = ray_collector(
         SlowCountingEnv,
         policy,
-        num_collectors=2,
         frames_per_batch=40,
         total_frames=-1,
-        remote_configs=ACTOR,
     )
     batches = iter(collector)
     for _ in range(4):
@@ -130,7 +98,7 @@ def test_weights_sent_while_an_actor_restarts_reach_it():
         assert time.monotonic() < deadline
         next(batches)
     assert (0, "restoring its state after a restart") in collector._pending.values()
-    _set_step(policy, 0.0)
+    set_step(policy, 0.0)
     collector.update_policy_weights_()
     while True:
         batch = next(batches)
@@ -146,18 +114,16 @@ def test_actor_restarted_while_idle_gets_the_current_weights():
     import ray
 
     policy = StepPolicy(1.0)
-    collector = RayCollector(
+    collector = ray_collector(
         CountingEnv,
         policy,
-        num_collectors=2,
         sync=True,
         frames_per_batch=20,
         total_frames=-1,
-        remote_configs=ACTOR,
     )
     batches = iter(collector)
     assert next(batches)["action"].eq(1).all()
-    _set_step(policy, 0.0)
+    set_step(policy, 0.0)
     collector.update_policy_weights_()
     assert next(batches)["action"].eq(0).all()
     victim = _pid(collector, 0)
@@ -181,19 +147,17 @@ def test_actor_killed_for_good_is_replaced():
     import ray
 
     policy = StepPolicy(1.0)
-    collector = RayCollector(
+    collector = ray_collector(
         CountingEnv,
         policy,
-        num_collectors=2,
         sync=True,
         frames_per_batch=20,
         total_frames=60,
-        remote_configs=ACTOR,
     )
     batches = iter(collector)
     next(batches)
     first = collector.remote_collectors()[1]
-    _set_step(policy, 0.0)
+    set_step(policy, 0.0)
     collector.update_policy_weights_()
     ray.kill(first, no_restart=True)
     batch = next(batches)
@@ -210,9 +174,8 @@ def test_actor_killed_for_good_is_replaced():
 
 def test_actor_lost_beyond_its_budget_raises_naming_it():
     """With max_restarts=0, the first loss ends the collection with an error naming the actor."""
-    collector = RayCollector(
+    collector = ray_collector(
         CountingEnv,
-        num_collectors=2,
         sync=True,
         frames_per_batch=20,
         total_frames=-1,
@@ -231,14 +194,13 @@ def test_actor_lost_beyond_its_budget_raises_naming_it():
 def test_weights_an_actor_cannot_load_name_it():
     """A weight update that raises inside the actor surfaces at its next chunk, naming it."""
     policy = StepPolicy(1.0)
-    collector = RayCollector(
+    collector = ray_collector(
         CountingEnv,
         policy,
         num_collectors=1,
         sync=True,
         frames_per_batch=10,
         total_frames=-1,
-        remote_configs=ACTOR,
     )
     batches = iter(collector)
     next(batches)
