@@ -49,10 +49,11 @@ def _sort_key(key: NestedKey) -> str:
     return key if isinstance(key, str) else "_-|-_".join(key)
 
 
-def spec_through(spec: TensorSpec, fn: Callable[[torch.Tensor], torch.Tensor]) -> TensorSpec:
+def _layout_spec(spec: TensorSpec, fn: Callable[[torch.Tensor], torch.Tensor]) -> TensorSpec:
     """The spec of `fn(value)` for a layout map `fn` (unsqueeze, permute, ...) of `spec`'s values.
 
-    A Bounded spec's bounds go through `fn`; any other leaf keeps its kind with the new shape.
+    Layout maps only move elements, so every kind of leaf survives them: a Bounded spec's bounds
+    go through `fn`, any other leaf (OneHot, Categorical, ...) keeps its kind with the new shape.
     """
     if isinstance(spec, Bounded):
         low, high = fn(spec.low), fn(spec.high)
@@ -224,11 +225,7 @@ class _FeatureDims(Transform):
             self._data_batch_dims = None
 
     def _spec(self, spec: TensorSpec) -> TensorSpec:
-        return spec_through(spec, self._apply_transform)
-
-    def _inv_spec(self, spec: TensorSpec) -> TensorSpec:
-        """The outside's input spec, given the base env's (undoes `_inv_apply_transform`)."""
-        return spec_through(spec, self._apply_transform)
+        return _layout_spec(spec, self._apply_transform)
 
     def transform_observation_spec(self, observation_spec: TensorSpec) -> TensorSpec:
         return self._map_specs(observation_spec, self.in_keys, self.out_keys, self._spec)
@@ -239,7 +236,8 @@ class _FeatureDims(Transform):
         return self._map_specs(reward_spec, self.in_keys, self.out_keys, self._spec)
 
     def transform_input_spec(self, input_spec: TensorSpec) -> TensorSpec:
-        return self._map_input_specs(input_spec, self._inv_spec)
+        # the outside sends what the forward map gives; the inverse undoes it for the base env
+        return self._map_input_specs(input_spec, self._spec)
 
 
 class FlattenObservation(_FeatureDims):
