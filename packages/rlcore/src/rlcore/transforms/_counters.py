@@ -58,7 +58,7 @@ class _KeyLists:
         self.given: dict[str, list[NestedKey]] = {}
         self.roots: list[tuple[str, ...]] | None = None
         self.shapes: list[torch.Size] | None = None  # done shapes, from the spec
-        self.derived: dict[tuple[str, str], list[NestedKey]] = {}  # computed once per roots
+        self.derived: dict[Any, list] = {}  # key lists (and step plans) computed once per roots
 
     def keys(self, role: str, leaf: str) -> list[NestedKey]:
         given = self.given.get(role)
@@ -101,6 +101,7 @@ class _Tracker(Transform):
 
     def _set_role_keys(self, role: str, value: Any) -> None:
         self._key_lists.given[role] = _as_key_list(value)
+        self._key_lists.derived = {}
 
     def _learn_groups(self, output_spec: Composite) -> None:
         full_done_spec = output_spec["full_done_spec"]
@@ -302,9 +303,11 @@ class StepCounter(_Tracker):
         return tensordict_reset
 
     def _step(self, tensordict: TensorDictBase, next_tensordict: TensorDictBase) -> TensorDictBase:
-        for count_key, truncated_key, done_key in zip(
-            self.step_count_keys, self.truncated_keys, self.done_keys
-        ):
+        plan = self._key_lists.derived.get("step")
+        if plan is None:  # (count, truncated, done) keys per group, once per key change
+            plan = list(zip(self.step_count_keys, self.truncated_keys, self.done_keys))
+            self._key_lists.derived["step"] = plan
+        for count_key, truncated_key, done_key in plan:
             step_count = _get(tensordict, count_key)
             if step_count is None:
                 raise KeyError(NO_STEP_COUNT_ERROR.format(key=count_key))
