@@ -75,9 +75,9 @@ class RayCollector(CollectorBase):
     Policy weights go through Ray's object store once per update (one ``ray.put``, the
     reference passed to every actor). Every frame carries who produced it, as int64 entries:
     ``("collector", "actor")`` (the actor's index, 0-based), ``("collector", "restart")`` (0 for
-    the first actor in that place, ``k`` after its ``k``-th loss) and ``("collector", "chunk")``
-    (the chunk's number since that actor started), beside ``("collector", "traj_ids")`` (per
-    actor).
+    the first actor in that place, ``k`` once the collector restored or replaced it ``k`` times)
+    and ``("collector", "chunk")`` (the chunk's number since that actor process started), beside
+    ``("collector", "traj_ids")`` (per actor).
 
     **Lost actors.** An actor whose process dies (killed, out of memory, its node lost) is
     replaced: Ray restarts it (actors are created with ``max_restarts`` from ``remote_configs``,
@@ -114,7 +114,7 @@ class RayCollector(CollectorBase):
         ray_init_config: keyword arguments for ``ray.init`` when Ray is not initialized.
         remote_configs: options for ``ray.remote`` of each actor (a dict, or one per
             collector), default ``{"num_cpus": 1, "max_restarts": 3}``; ``max_restarts``
-            (``-1``: unlimited) bounds how often one actor may be lost.
+            (3 when not given, ``-1``: unlimited) bounds how often one actor may be lost.
         num_collectors: number of actors (default: the length of ``create_env_fn``, else 1).
         update_after_each_batch: send the policy's weights before every batch (``sync``) or to
             the actor whose chunk was just yielded (async).
@@ -269,7 +269,10 @@ class RayCollector(CollectorBase):
                 self._fail(ACTOR_RAISED, idx, "starting its collector", err)
 
     def remote_collectors(self) -> list[Any]:
-        """The Ray actor handles, one per collector (replaced actors included)."""
+        """The Ray actor handles, one per collector, replacements included.
+
+        Each answers ``info.remote()`` with its index, restart number, process id and node id.
+        """
         return list(self._actors)
 
     def _request(self, idx: int) -> None:
