@@ -15,7 +15,7 @@ from tensordict import NestedKey, TensorDictBase
 
 from rlspecs import Composite, TensorSpec
 
-from ._base import Transform, _get
+from ._base import ObservationTransform, Transform, _get
 from ._mapped_specs import spec_through
 from ._resets import ResetKeyMixin, expand_right, get_reset
 
@@ -75,7 +75,7 @@ def _positive_int(cls: str, name: str, value: int) -> int:
     return value
 
 
-class CatFrames(ResetKeyMixin, Transform):
+class CatFrames(ResetKeyMixin, ObservationTransform):
     """Concatenates the last `N` observations of each key along `dim`, oldest first.
 
     In an env, the transform is stateful: a buffer per key holds the last `N` frames of each

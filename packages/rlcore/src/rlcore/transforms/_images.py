@@ -14,7 +14,7 @@ from torch.nn import functional as F
 
 from rlspecs import Composite, TensorSpec
 
-from ._base import Transform
+from ._base import ObservationTransform
 from ._mapped_specs import spec_through
 
 __all__ = ["CenterCrop", "GrayScale", "Resize", "ToTensorImage"]
@@ -37,7 +37,7 @@ def _check_ndim(cls: str, image: torch.Tensor, ndim: int, layout: str) -> None:
         )
 
 
-class _ImageTransform(Transform):
+class _ImageTransform(ObservationTransform):
     """Shared plumbing: default `pixels` keys, reset outputs transformed, specs through `fn`."""
 
     _call_on_reset = True
