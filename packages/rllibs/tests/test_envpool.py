@@ -243,8 +243,10 @@ def test_async_mode_refuses_frame_skip():
 
 
 # ---------------------------------------------------------------------- flags and extra
-def test_flag_and_alias():
+def test_flag_alias_and_library_attributes():
     assert rllibs.HAS_ENVPOOL is True and rllibs._has_envpool is True
+    assert MultiThreadedEnv.lib is envpool and MultiThreadedEnvWrapper.libname == "envpool"
+    assert "Pong-v5" in MultiThreadedEnv.available_envs
 
 
 def test_actions_are_converted_once_per_step():

@@ -26,10 +26,11 @@ from tensordict import TensorDictBase
 
 from rlspecs import Bounded
 
-from ._extras import import_optional
+from ._extras import HAS_ENVPOOL, import_optional
 from ._gym import set_specs_from_spaces
 from ._gym_like import GymLikeEnv
 from ._gym_vector import VectorCalls
+from ._wrapper_api import classproperty
 
 __all__ = ["MultiThreadedEnv", "MultiThreadedEnvWrapper"]
 
@@ -70,6 +71,15 @@ def _envpool_module(what: str) -> Any:
     return import_optional("envpool", "envpool", what)
 
 
+def _available_envs() -> list[str]:
+    """EnvPool's task ids, sorted; empty without envpool."""
+    if not HAS_ENVPOOL:
+        return []
+    import envpool
+
+    return sorted(envpool.list_all_envs())
+
+
 def _spaces(env: Any) -> tuple[Any, Any]:
     """EnvPool's single-env spaces (built on first use, then cached by EnvPool)."""
     with warnings.catch_warnings():
@@ -106,6 +116,12 @@ class MultiThreadedEnvWrapper(GymLikeEnv):
         >>> env.rollout(4)["next", "observation"].shape
         torch.Size([3, 4, 3])
     """
+
+    # torchrl 0.4's library attributes
+    git_url = "https://github.com/sail-sg/envpool"
+    libname = "envpool"
+    available_envs = classproperty(lambda cls: _available_envs())
+    lib = classproperty(lambda cls: _envpool_module(cls.__name__))
 
     def __init__(
         self,

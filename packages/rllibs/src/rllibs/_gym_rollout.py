@@ -40,6 +40,8 @@ from torch import nn
 from rlcore import EnvBase
 from rlspecs.private_apis import td_entries, td_has_names, td_is_locked, td_new, td_set_str
 
+from ._gym_vector import any_true
+
 if TYPE_CHECKING:
     from ._gym_like import GymLikeEnv
 
@@ -287,7 +289,7 @@ class _Loop:
                 td_set_str(root, "next", self._next_td(i, observations))
                 if callback is not None:
                     callback(env, root)
-            any_done = bool(done.any()) if batched else bool(done)
+            any_done = any_true(done) if batched else bool(done)
             if i == max_steps - 1 or (break_when_any_done and any_done):
                 break
             if new_root is None:
