@@ -178,3 +178,16 @@ def test_stacked_composite_project_shape_and_device():
     assert isinstance(lazy, StackedComposite)
     dense_td = TensorDict(a=torch.zeros(2, 2), batch_size=[2])
     assert lazy.is_in(dense_td) is False  # the second member needs "b"
+
+
+def test_lazy_stack_of_partial_composites():
+    a = Composite(obs=Unbounded(3), act=None)
+    b = Composite(obs=Unbounded(2), act=None)
+    lazy = torch.stack([a, b], 0)
+    assert lazy["act"] is None and isinstance(lazy["obs"], Stacked)
+    assert set(lazy.rand().keys()) == {"obs"}
+    mixed = torch.stack([a, Composite(obs=Unbounded(2), act=Unbounded(1))], 0)
+    with pytest.raises(ValueError, match="None in some members"):
+        mixed["act"]
+    dense = torch.stack([a, a.clone()], 0)
+    assert dense["act"] is None and dense.shape == (2,)

@@ -436,8 +436,13 @@ class StackedComposite(Stacked, Composite):
         self._device = parse_device(value)
 
     # ------------------------------------------------------------------ mapping access
-    def _get_entry(self, key: str) -> TensorSpec:
-        return stack_specs([m._get_entry(key) for m in self._members], self.dim)
+    def _get_entry(self, key: str) -> TensorSpec | None:
+        entries = [m._get_entry(key) for m in self._members]
+        if any(e is None for e in entries):
+            if all(e is None for e in entries):
+                return None  # a key every member leaves incomplete
+            raise ValueError(f"key {key!r} is None in some members of the stack and not in others")
+        return stack_specs(entries, self.dim)
 
     def _iter_keys(
         self, include_nested: bool, leaves_only: bool, prefix: tuple[str, ...]
