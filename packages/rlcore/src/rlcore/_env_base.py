@@ -10,7 +10,7 @@ from tensordict import TensorDict, TensorDictBase
 from tensordict.utils import NestedKey
 from torch import nn
 
-from rlcore._done import flag_done, reduce_to_batch
+from rlcore._done import any_true, flag_done, reduce_to_batch
 from rlcore._done_plan import complete_done, done_levels, merge_reset
 from rlcore._env_specs import EnvSpecsMixin
 from rlcore._rollout import run_rollout
@@ -263,7 +263,7 @@ class EnvBase(EnvSpecsMixin, nn.Module):
 
     # ------------------------------------------------------------------ step
     def _assert_tensordict_shape(self, tensordict: TensorDictBase) -> None:
-        batch_size = self.batch_size
+        batch_size = self.__dict__["_batch_size"]
         if (self._batch_locked or batch_size) and tensordict.batch_size != batch_size:
             raise RuntimeError(
                 BATCH_MISMATCH.format(got=tensordict.batch_size, expected=batch_size)
@@ -280,7 +280,7 @@ class EnvBase(EnvSpecsMixin, nn.Module):
         """
         self._assert_tensordict_shape(tensordict)
         next_td = self._step(tensordict)
-        if not isinstance(next_td, TensorDictBase):
+        if type(next_td) is not TensorDict and not isinstance(next_td, TensorDictBase):
             raise TypeError(
                 STEP_NOT_TD.format(cls=type(self).__name__, type=type(next_td).__name__)
             )
@@ -311,7 +311,11 @@ class EnvBase(EnvSpecsMixin, nn.Module):
         return self._cache_get("complete_step_keys", plan)
 
     def _step_proc_data(self, next_td: TensorDictBase) -> TensorDictBase:
-        keys = self._complete_step_keys if self._batch_locked else None
+        keys = self.__dict__["_cache"].get("complete_step_keys")
+        if keys is None:
+            keys = self._complete_step_keys
+        if not self._batch_locked:
+            keys = None
         if keys and type(next_td) is TensorDict:
             # fast path: every reward and done leaf is already there with its spec shape, so
             # the general path below would change nothing (it only reshapes or fills leaves)
@@ -440,20 +444,25 @@ class EnvBase(EnvSpecsMixin, nn.Module):
     def _any_done(self, tensordict: TensorDictBase) -> bool:
         for key in self._any_done_keys:
             value = _entry(tensordict, key)
-            if value is not None and bool(value.any()):
+            if value is not None and any_true(value):
                 return True
         return False
 
     def maybe_reset(self, tensordict: TensorDictBase) -> TensorDictBase:
         """Resets the sub-envs that are done in ``tensordict`` (a root, after ``step_mdp``)."""
-        if self._flat_done and type(tensordict) is TensorDict:
+        keys = self.__dict__["_cache"].get("root_done_keys")
+        if keys is None:
+            keys = self._cache_get(
+                "root_done_keys", lambda: tuple(self._any_done_keys) if self._flat_done else ()
+            )
+        if keys and type(tensordict) is TensorDict:
             entries = td_entries(tensordict)
             flag = None
-            for key in self._any_done_keys:
+            for key in keys:
                 value = entries.get(key)
                 if value is not None:
                     flag = value if flag is None else flag | value
-            if flag is None or not bool(flag.any()):
+            if flag is None or not any_true(flag):
                 return tensordict
             td_set_str(tensordict, "_reset", flag.clone())
         elif not flag_done(tensordict, self.full_done_spec, "_reset"):
@@ -470,11 +479,12 @@ class EnvBase(EnvSpecsMixin, nn.Module):
             >>> "next" in data.keys(), "next" in root.keys()
             (True, False)
         """
-        if self.device is not None and tensordict.device != self.device:
-            tensordict = tensordict.to(self.device)
+        device = self.__dict__["_device"]
+        if device is not None and tensordict.device != device:
+            tensordict = tensordict.to(device)
         tensordict = self.step(tensordict)
-        root = self._step_mdp(tensordict)
-        return tensordict, self.maybe_reset(root)
+        step_mdp = self.__dict__["_cache"].get("step_mdp") or self._step_mdp
+        return tensordict, self.maybe_reset(step_mdp(tensordict))
 
     # ------------------------------------------------------------------ rollout
     def rollout(
