@@ -7,6 +7,7 @@ import torch
 from tensordict import TensorDict
 
 from rlcore import terminated_or_truncated
+from rlcore._done import any_true
 from rlspecs import Categorical, Composite
 
 
@@ -79,3 +80,20 @@ def test_custom_key_name():
     data = TensorDict({"done": torch.ones(1, dtype=torch.bool)}, [])
     assert terminated_or_truncated(data, key="_end")
     assert data["_end"].shape == ()
+
+
+@pytest.mark.parametrize(
+    "flag",
+    [
+        torch.zeros(1, dtype=torch.bool),
+        torch.ones(1, 1, dtype=torch.bool),
+        torch.zeros(16384, 1, dtype=torch.bool),
+        torch.zeros(16384, 1, dtype=torch.bool).index_fill_(0, torch.tensor([16383]), True),
+        torch.zeros(4, 6, dtype=torch.bool)[:, ::2],  # strided view
+        torch.zeros(0, 1, dtype=torch.bool),
+        torch.tensor([0.0, 0.5]),  # not boolean: torch's own any
+        torch.tensor([[0], [3]], dtype=torch.int64),
+    ],
+)
+def test_any_true_is_bool_of_any(flag):
+    assert any_true(flag) is bool(flag.any())
