@@ -31,14 +31,20 @@ import torch
 from _harness import Row, Target
 from tensordict import TensorDict
 
+from rlspecs.private_apis import td_new
+
 # (batch size, number of observation leaves): the rows of issue 22's table
 ROWS = (((), 1), ((64,), 1), ((1024,), 1), ((16384,), 1), ((), 10), ((), 50))
 CASE = "7. scale rollout"
 COPY_BYTES = 64 * 2**20  # large enough to miss every cache: the floor is DRAM traffic
 
 
-def make_scale_env(base: type, specs: Any) -> Callable[..., Any]:
-    """The scale env class on ``base`` (an EnvBase) with the spec classes of ``specs``."""
+def make_scale_env(base: type, specs: Any, null: bool = False) -> Callable[..., Any]:
+    """The scale env class on ``base`` (an EnvBase) with the spec classes of ``specs``.
+
+    ``null=True``: ``_step`` returns the same (prebuilt) tensors every step, in a tensordict
+    built without checks, so that a rollout times the stack's own path and nothing else.
+    """
 
     class ScaleEnv(base):
         """``leaves`` observations ``[*batch, 3]``: a running sum of the actions."""
@@ -73,6 +79,12 @@ def make_scale_env(base: type, specs: Any) -> Callable[..., Any]:
             return TensorDict(self._data(), self.batch_size, device=self.device)
 
         def _step(self, tensordict):
+            if null:
+                prebuilt = self.__dict__.get("prebuilt")
+                if prebuilt is None:
+                    prebuilt = self.__dict__["prebuilt"] = self._data()
+                    prebuilt["reward"] = self.reward_value
+                return td_new(dict(prebuilt), self.batch_size, self.device)
             self.__dict__["obs_sum"] = self.obs_sum + tensordict.get("action")
             data = self._data()
             data["reward"] = self.reward_value
@@ -116,17 +128,30 @@ def recorded_bytes(rollout: Any) -> int:
     return total // rollout.batch_size[-1]
 
 
-def _stacks() -> dict[str, Callable[..., Any]]:
+def _stacks(null: bool = False) -> dict[str, Callable[..., Any]]:
     import rlcore
     import rlspecs
 
-    stacks = {"ours": make_scale_env(rlcore.EnvBase, rlspecs)}
+    stacks = {"ours": make_scale_env(rlcore.EnvBase, rlspecs, null)}
     if importlib.util.find_spec("torchrl") is not None:
         import torchrl.data
         import torchrl.envs
 
-        stacks["torchrl"] = make_scale_env(torchrl.envs.EnvBase, torchrl.data)
+        stacks["torchrl"] = make_scale_env(torchrl.envs.EnvBase, torchrl.data, null)
     return stacks
+
+
+def leaf_cost(steps: int, repeats: int, device: str, wide: int = 50) -> dict[str, float]:
+    """µs per leaf and step of each stack's own rollout path (step_mdp, done checks, recording,
+    final stack): null envs of 1 and ``wide`` leaves at batch (), slope between the two."""
+    per_step = {}
+    for leaves in (1, wide):
+        envs = {name: cls(leaves, (), device=device) for name, cls in _stacks(True).items()}
+        runs = {name: functools.partial(_run, env, steps, device) for name, env in envs.items()}
+        per_step[leaves] = median_per_step(runs, steps, repeats, device)
+    return {
+        name: (per_step[wide][name] - per_step[1][name]) / (wide - 1) * 1e6 for name in per_step[1]
+    }
 
 
 def _run(env: Any, steps: int, device: str) -> None:
@@ -201,6 +226,13 @@ def measure(
             f"{theirs or float('nan'):.1f} | {ratio} | {ours / floor:.1f} |"
         )
         del envs
+    slopes = leaf_cost(steps, repeats, device)
+    section += [
+        "",
+        "Cost of each stack's own path per leaf and step (null envs returning prebuilt "
+        "tensors, batch (), 1 vs 50 leaves; target ≤ 2 µs): "
+        + ", ".join(f"{name} {value:.2f} µs" for name, value in slopes.items()),
+    ]
     return out, [*section, ""]
 
 
