@@ -412,3 +412,12 @@ def test_positive_dims_count_after_the_batch_dims_of_the_data():
     t = UnsqueezeTransform(1, allow_positive_dim=True, in_keys=["x"])
     assert t(TensorDict(x=torch.zeros(2, 3, 4), batch_size=[2]))["x"].shape == (2, 3, 1, 4)
     assert t(TensorDict(x=torch.zeros(3, 4)))["x"].shape == (3, 1, 4)
+
+
+def test_spec_hooks_called_on_an_env_spec_leave_it_untouched():
+    env = DoubleEnv()
+    out = DoubleToFloat().transform_observation_spec(env.observation_spec)
+    assert out["obs_a"].dtype == torch.float32
+    assert env.observation_spec["obs_a"].dtype == torch.float64 and env.observation_spec.is_locked
+    done = StepCounter(3).transform_output_spec(env.output_spec)["full_done_spec"]
+    assert "truncated" in done.keys() and "truncated" not in env.full_done_spec.keys()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import functools
 import weakref
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -114,6 +115,35 @@ def _set(tensordict: TensorDictBase, key: NestedKey, value: torch.Tensor) -> Non
         tensordict.set(key, value)
 
 
+_SPEC_HOOKS = (
+    "transform_output_spec",
+    "transform_input_spec",
+    "transform_observation_spec",
+    "transform_reward_spec",
+    "transform_done_spec",
+    "transform_action_spec",
+    "transform_state_spec",
+)
+
+
+def _unlocked(spec: Any) -> Any:
+    """`spec`, or an unlocked copy of it when it is a locked Composite (an env's own specs)."""
+    if isinstance(spec, Composite) and spec.is_locked:
+        return spec.clone().unlock_()
+    return spec
+
+
+def _guard_spec_hook(hook: Callable[[Any, Any], Any]) -> Callable[[Any, Any], Any]:
+    """Give `hook` a writable spec: called on an env's locked spec, it works on a copy."""
+
+    @functools.wraps(hook)
+    def guarded(self: Transform, spec: Any) -> Any:
+        return hook(self, _unlocked(spec))
+
+    guarded._spec_guarded = True  # type: ignore[attr-defined]
+    return guarded
+
+
 class Transform(nn.Module):
     """Base class of env transforms: rewrites what an env outputs and what it receives.
 
@@ -147,6 +177,15 @@ class Transform(nn.Module):
 
     _call_on_reset = False  # observation-like transforms also rewrite the reset output
     invertible = False  # torchrl's flag: whether `_inv_apply_transform` is a real inverse
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        # spec hooks edit their argument in place; one called by hand on an env's (locked)
+        # spec gets a copy instead, as torchrl's did
+        super().__init_subclass__(**kwargs)
+        for name in _SPEC_HOOKS:
+            hook = cls.__dict__.get(name)
+            if hook is not None and not getattr(hook, "_spec_guarded", False):
+                setattr(cls, name, _guard_spec_hook(hook))
 
     def __init__(
         self,
@@ -323,6 +362,7 @@ class Transform(nn.Module):
 
     def transform_output_spec(self, output_spec: Composite) -> Composite:
         """Transform the output spec in place (observation, reward and done groups) and return it."""
+        output_spec = _unlocked(output_spec)
         if "full_observation_spec" in output_spec.keys():
             output_spec["full_observation_spec"] = self.transform_observation_spec(
                 output_spec["full_observation_spec"]
@@ -350,6 +390,7 @@ class Transform(nn.Module):
 
     def transform_input_spec(self, input_spec: Composite) -> Composite:
         """Transform the input spec in place (action and state groups) and return it."""
+        input_spec = _unlocked(input_spec)
         keys = input_spec.keys()
         if "full_state_spec" not in keys or input_spec["full_state_spec"] is None:
             input_spec["full_state_spec"] = Composite(
