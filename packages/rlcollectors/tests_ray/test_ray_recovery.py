@@ -81,7 +81,7 @@ def test_sigkill_mid_chunk_recovers_with_exact_frames():
 
 
 def test_weights_sent_while_an_actor_restarts_reach_it():
-    """An update sent while Ray restarts an actor (its restore pending) is not lost."""
+    """Weights put while Ray restarts an actor (its restore pending) reach it before a chunk."""
     policy = StepPolicy(1.0)
     collector = ray_collector(
         SlowCountingEnv,

@@ -212,6 +212,8 @@ class RayCollector(CollectorBase):
         self._since_update = [0] * n
         self._controls: list[list[Any]] = [[] for _ in range(n)]  # weight updates per actor
         self._pending: dict[Any, tuple[int, str]] = {}  # reference -> (actor, call)
+        self._weights_version = 0  # weights put so far
+        self._restored_version: dict[int, int] = {}  # actor -> version its pending restore sends
         self._info: list[dict[str, Any]] = [{} for _ in range(n)]
         if ray.is_initialized():
             if ray_init_config is not None:
@@ -284,6 +286,17 @@ class RayCollector(CollectorBase):
         # not run on a restarted actor before its restore.
         restore = self._actors[idx].restore.options(max_task_retries=-1)
         self._pending[restore.remote(self._restarts[idx], self._weights_ref)] = (idx, _RESTORE_CALL)
+        self._restored_version[idx] = self._weights_version
+
+    def _restored(self, idx: int) -> None:
+        """Actor ``idx`` is back: it gets weights put since its restore was sent, then a chunk call.
+
+        An update sent meanwhile may have failed (the actor was restarting) or run before the
+        retried restore overwrote it; sent now, it runs before the chunk call (same caller).
+        """
+        if self._restored_version.pop(idx) != self._weights_version:
+            self._send_weights(idx)
+        self._request(idx)
 
     def _next_chunk(self, doing: str) -> tuple[int, TensorDictBase | None]:
         """Waits for the first call done: ``(actor, chunk)``, or ``(actor, None)`` for the rest.
@@ -314,7 +327,7 @@ class RayCollector(CollectorBase):
             self._lost(idx, err)
             return idx, None
         if call == _RESTORE_CALL:
-            self._request(idx)
+            self._restored(idx)
             return idx, None
         self._check_controls(idx)
         return idx, value
@@ -446,12 +459,14 @@ class RayCollector(CollectorBase):
         if not isinstance(self.policy, nn.Module):
             return
         self._weights_ref = self._ray.put(TensorDict.from_module(self.policy).data)
+        self._weights_version += 1
         for idx in range(n) if worker_rank is None else [worker_rank - 1]:
-            # retried like restore calls: an actor restarting now still gets these weights, in
-            # the order the calls were sent
-            update = self._actors[idx].update_policy_weights_.options(max_task_retries=-1)
-            self._controls[idx].append(update.remote(self._weights_ref))
-            self._since_update[idx] = 0
+            self._send_weights(idx)
+
+    def _send_weights(self, idx: int) -> None:
+        update = self._actors[idx].update_policy_weights_.remote(self._weights_ref)
+        self._controls[idx].append(update)
+        self._since_update[idx] = 0
 
     def set_seed(self, seed: int, static_seed: bool = False) -> int:
         """Seeds the actors' envs in turn (each gets the seed the previous returned); returns the last."""
