@@ -77,11 +77,7 @@ def constant_policy(action: torch.Tensor) -> Callable:
     return policy
 
 
-def ours_constant(env_name: str, steps: int) -> Callable[[], None]:
-    """rllibs.GymEnv(...).rollout(steps, constant policy, break_when_any_done=False)."""
-    from rllibs import GymEnv
-
-    env = GymEnv(env_name)
+def _constant_rollout(env: Any, env_name: str, steps: int) -> Callable[[], None]:
     env.set_seed(0)
     policy = constant_policy(constant_actions(env_name)[1])
 
@@ -89,6 +85,13 @@ def ours_constant(env_name: str, steps: int) -> Callable[[], None]:
         env.rollout(steps, policy, break_when_any_done=False)
 
     return run
+
+
+def ours_constant(env_name: str, steps: int) -> Callable[[], None]:
+    """rllibs.GymEnv(...).rollout(steps, constant policy, break_when_any_done=False)."""
+    from rllibs import GymEnv
+
+    return _constant_rollout(GymEnv(env_name), env_name, steps)
 
 
 def torchrl_constant(env_name: str, steps: int) -> Callable[[], None] | None:
@@ -97,14 +100,7 @@ def torchrl_constant(env_name: str, steps: int) -> Callable[[], None] | None:
         from torchrl.envs.libs.gym import GymEnv
     except ImportError:
         return None
-    env = GymEnv(env_name)
-    env.set_seed(0)
-    policy = constant_policy(constant_actions(env_name)[1])
-
-    def run() -> None:
-        env.rollout(steps, policy, break_when_any_done=False)
-
-    return run
+    return _constant_rollout(GymEnv(env_name), env_name, steps)
 
 
 def ours(env_name: str, steps: int) -> Callable[[], None]:

@@ -15,6 +15,7 @@ import argparse
 import importlib.util
 import warnings
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import torch
@@ -36,13 +37,8 @@ def _policy(action: torch.Tensor) -> Callable:
     return policy
 
 
-def raw_gymnasium(steps: int, opened: list) -> Callable[[], None]:
-    """``gymnasium.make_vec(ENV, 4)`` (SyncVectorEnv) stepped with a constant action."""
-    import gymnasium as gym
-
-    envs = gym.make_vec(ENV, NUM_ENVS)
+def _raw_loop(envs: Any, steps: int, opened: list) -> Callable[[], None]:
     opened.append(envs)
-    envs.reset(seed=0)
     action, _ = _action()
 
     def run() -> None:
@@ -53,15 +49,27 @@ def raw_gymnasium(steps: int, opened: list) -> Callable[[], None]:
     return run
 
 
-def ours_gymnasium(steps: int, opened: list) -> Callable[[], None]:
-    """``GymEnv(ENV, num_envs=4).rollout(steps, constant policy, break_when_any_done=False)``."""
-    from rllibs import GymEnv
-
-    env = GymEnv(ENV, num_envs=NUM_ENVS)
+def _rollout(env: Any, steps: int, opened: list) -> Callable[[], None]:
     opened.append(env)
     env.set_seed(0)
     policy = _policy(_action()[1])
     return lambda: env.rollout(steps, policy, break_when_any_done=False)
+
+
+def raw_gymnasium(steps: int, opened: list) -> Callable[[], None]:
+    """``gymnasium.make_vec(ENV, 4)`` (SyncVectorEnv) stepped with a constant action."""
+    import gymnasium as gym
+
+    envs = gym.make_vec(ENV, NUM_ENVS)
+    envs.reset(seed=0)
+    return _raw_loop(envs, steps, opened)
+
+
+def ours_gymnasium(steps: int, opened: list) -> Callable[[], None]:
+    """``GymEnv(ENV, num_envs=4).rollout(steps, constant policy, break_when_any_done=False)``."""
+    from rllibs import GymEnv
+
+    return _rollout(GymEnv(ENV, num_envs=NUM_ENVS), steps, opened)
 
 
 def raw_envpool(steps: int, opened: list) -> Callable[[], None]:
@@ -69,27 +77,15 @@ def raw_envpool(steps: int, opened: list) -> Callable[[], None]:
     import envpool
 
     envs = envpool.make_gymnasium(ENV, num_envs=NUM_ENVS, seed=0)
-    opened.append(envs)
     envs.reset()
-    action, _ = _action()
-
-    def run() -> None:
-        step = envs.step
-        for _ in range(steps):
-            step(action)
-
-    return run
+    return _raw_loop(envs, steps, opened)
 
 
 def ours_envpool(steps: int, opened: list) -> Callable[[], None]:
     """``MultiThreadedEnv(4, ENV).rollout(steps, constant policy, break_when_any_done=False)``."""
     from rllibs import MultiThreadedEnv
 
-    env = MultiThreadedEnv(NUM_ENVS, ENV)
-    opened.append(env)
-    env.set_seed(0)
-    policy = _policy(_action()[1])
-    return lambda: env.rollout(steps, policy, break_when_any_done=False)
+    return _rollout(MultiThreadedEnv(NUM_ENVS, ENV), steps, opened)
 
 
 def rows(quick: bool) -> list[Row]:

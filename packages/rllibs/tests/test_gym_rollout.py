@@ -385,3 +385,30 @@ def test_nn_module_on_tensors_still_works():
 
     rollout = env.rollout(10, torch.nn.Sequential(torch.nn.Linear(4, 2), ArgMax()))
     assert rollout["action"].dtype == torch.int64
+
+
+class _MixedRewards(gym.Env):
+    """Returns its reward as a float or as a one-element array, alternately."""
+
+    observation_space = gym.spaces.Box(-1, 1, (1,), np.float32)
+    action_space = gym.spaces.Box(-1, 1, (1,), np.float32)
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.t = 0
+        return np.zeros(1, np.float32), {}
+
+    def step(self, action):
+        self.t += 1
+        reward = float(self.t) if self.t % 2 else np.array([self.t], dtype=np.float64)
+        return np.zeros(1, np.float32), reward, np.bool_(self.t >= 6), False, {}
+
+
+def test_library_values_of_varying_shapes():
+    results = []
+    for run in ("fast", "general"):
+        env = _fresh(lambda: GymWrapper(_MixedRewards()))
+        rollout = env.rollout if run == "fast" else EnvBase.rollout.__get__(env)
+        results.append(rollout(8))
+    _assert_same(*results)
+    assert results[0]["next", "reward"].squeeze(-1).tolist() == [1, 2, 3, 4, 5, 6]

@@ -275,7 +275,10 @@ class _Loop:
             rewards.append(reward)
             terminateds.append(terminated)
             truncateds.append(truncated)
-            done = terminated | truncated
+            if batched:
+                any_done = any_true(terminated) or any_true(truncated)
+            else:
+                any_done = bool(terminated) or bool(truncated)
             observations = read_obs(obs)
             if i == 0:
                 self.obs_keys = obs_keys = tuple(observations)
@@ -289,7 +292,6 @@ class _Loop:
                 td_set_str(root, "next", self._next_td(i, observations))
                 if callback is not None:
                     callback(env, root)
-            any_done = any_true(done) if batched else bool(done)
             if i == max_steps - 1 or (break_when_any_done and any_done):
                 break
             if new_root is None:
@@ -297,7 +299,7 @@ class _Loop:
             new_root.update(observations)
             new_root.update(falses)
             if any_done:
-                self._reset_finished(new_root, done)
+                self._reset_finished(new_root, terminated | truncated)
             root = td_new(new_root, batch, device)
         return self._result(steps)
 
@@ -340,8 +342,13 @@ class _Loop:
         batched = self.plan.batched
         shape = (*self.batch, stop - start, 1)
         out = {}
+        row = (*self.batch, 1) if batched else (1,)
         for name, dtype in zip(FLAG_NAMES, (self.env._reward_dtype, bool, bool)):
-            values = np.asarray(self.flags[name][start:stop], dtype=dtype)
+            steps = self.flags[name][start:stop]
+            try:
+                values = np.asarray(steps, dtype=dtype)
+            except ValueError:  # steps of different shapes, e.g. scalars and (1,) arrays
+                values = np.stack([np.asarray(v, dtype=dtype).reshape(row) for v in steps])
             if batched:  # [T, num_envs(, 1)] -> [num_envs, T(, 1)]
                 values = np.ascontiguousarray(np.moveaxis(values, 0, 1))
             out[name] = torch.from_numpy(values).reshape(shape)

@@ -196,8 +196,8 @@ class VectorCalls:
             ids = np.flatnonzero(self.finished).tolist()
             raise RuntimeError(STEP_AFTER_DONE.format(owner=self.owner, ids=ids))
         obs, reward, terminated, truncated, info = self.env.step(action)
-        done = np.logical_or(terminated, truncated)
-        if any_true(done):
+        if any_true(terminated) or any_true(truncated):
+            done = np.logical_or(terminated, truncated)
             self.finished = done
             self.any_finished = True
             if self.same_step:
