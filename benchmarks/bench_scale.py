@@ -15,6 +15,7 @@ CUDA in wall time, synchronised. Medians of interleaved rounds.
     python benchmarks/bench_scale.py                    # CPU
     python benchmarks/bench_scale.py --device cuda      # the same table on a GPU
     python benchmarks/bench_scale.py --steps 100 --repeats 3 --rows "16384,1;(),50"
+    python benchmarks/bench_scale.py --switch-over      # lists vs buffers per leaf shape
 """
 
 from __future__ import annotations
@@ -47,13 +48,15 @@ def make_scale_env(base: type, specs: Any, null: bool = False) -> Callable[..., 
     """
 
     class ScaleEnv(base):
-        """``leaves`` observations ``[*batch, 3]``: a running sum of the actions."""
+        """``leaves`` observations ``[*batch, row]``: a running sum of the actions."""
 
-        def __init__(self, leaves: int = 1, batch_size: tuple = (), device: Any = None) -> None:
+        def __init__(
+            self, leaves: int = 1, batch_size: tuple = (), device: Any = None, row: int = 3
+        ) -> None:
             super().__init__(batch_size=torch.Size(batch_size), device=device)
             batch = tuple(batch_size)
             self.observation_spec = specs.Composite(
-                {f"obs{i}": specs.Unbounded(shape=(*batch, 3)) for i in range(leaves)},
+                {f"obs{i}": specs.Unbounded(shape=(*batch, row)) for i in range(leaves)},
                 shape=batch,
             )
             self.action_spec = specs.Categorical(4, shape=(*batch, 1), dtype=torch.int64)
@@ -64,7 +67,7 @@ def make_scale_env(base: type, specs: Any, null: bool = False) -> Callable[..., 
             # plain attributes (not nn.Module buffers), out of the way of either base class
             fields = self.__dict__
             fields["obs_names"] = [f"obs{i}" for i in range(leaves)]
-            fields["obs_sum"] = torch.zeros(leaves, *batch, 3, device=device)
+            fields["obs_sum"] = torch.zeros(leaves, *batch, row, device=device)
             fields["reward_value"] = torch.ones(*batch, 1, device=device)
             flag = torch.zeros(*batch, 1, dtype=torch.bool, device=device)
             fields["done_value"], fields["terminated_value"] = flag, flag.clone()
@@ -236,6 +239,54 @@ def measure(
     return out, [*section, ""]
 
 
+# (batch, row) of the switch-over sweep: one float32 observation leaf [*batch, row]
+SWEEP = tuple(
+    (batch, row)
+    for row in (3, 8, 16, 64, 256)
+    for batch in ((), (16,), (64,), (256,), (1024,), (4096,))
+) + (((), 1024), ((), 4096), ((), 16384), ((16384,), 3))
+
+
+def switch_over(steps: int = 300, repeats: int = 5, sweep: tuple = SWEEP) -> list[str]:
+    """Lists vs buffers for the observation leaf of each (batch, row), every other leaf in
+    lists: the measurement behind ``rlcore._recording``'s ``ROW_MIN_BYTES`` and
+    ``STEP_MIN_BYTES`` (CPU, thread time)."""
+    import rlcore._recording as recording
+
+    cls = _stacks()["ours"]
+    default = recording.buffered
+    lines = [
+        "| batch | row | obs bytes/step | row bytes | lists µs | buffers µs | buffers / lists "
+        "| default |",
+        "|---|---:|---:|---:|---:|---:|---:|---|",
+    ]
+
+    def run(env: Any, choose: Callable) -> None:
+        recording.buffered = choose
+        env.rollout(steps, break_when_any_done=False)
+
+    try:
+        for batch, row in sweep:
+            env = cls(1, batch, row=row)
+            shape = torch.Size((*batch, row))
+            runs = {
+                "lists": functools.partial(run, env, lambda value, dims: False),
+                "buffers": functools.partial(
+                    run, env, lambda value, dims, shape=shape: value.shape == shape
+                ),
+            }
+            values = median_per_step(runs, steps, repeats, "cpu")
+            lists, buffers = values["lists"] * 1e6, values["buffers"] * 1e6
+            chosen = "buffers" if default(torch.zeros(shape), len(batch)) else "lists"
+            lines.append(
+                f"| {batch} | {row} | {shape.numel() * 4:,} | {row * 4} | {lists:.1f} | "
+                f"{buffers:.1f} | {buffers / lists:.2f} | {chosen} |"
+            )
+    finally:
+        recording.buffered = default
+    return lines
+
+
 def _parse_rows(text: str) -> tuple:
     rows = []
     for item in text.split(";"):
@@ -254,8 +305,16 @@ def main() -> None:
     parser.add_argument(
         "--rows", default=None, help='"batch,leaves" items separated by ";", e.g. "16384,1;(),50"'
     )
+    parser.add_argument(
+        "--switch-over",
+        action="store_true",
+        help="measure lists vs buffers per leaf shape instead (the recording switch-over)",
+    )
     args = parser.parse_args()
     torch.set_num_threads(1)
+    if args.switch_over:
+        print("\n".join(switch_over(args.steps or 300, args.repeats or 5)))
+        return
     rows = _parse_rows(args.rows) if args.rows else ROWS
     _, section = measure(args.quick, args.device, rows, args.steps, args.repeats)
     print("\n".join(section))

@@ -225,22 +225,26 @@ def test_auto_reset_steps_are_not_derived(run):
 
 
 def test_default_switch_over_buffers_wide_leaves_only(run):
-    wide = lambda: WideEnv(row=(64,), batch_size=(128,))  # noqa: E731  rows 256 B, 32 KiB/step
-    narrow = lambda: WideEnv(row=(3,), batch_size=(128,))  # noqa: E731  rows of 12 B
-    assert run("default", wide, max_steps=4)[1] == ["buffers"]
-    assert run("default", narrow, max_steps=4)[1] == ["lists"]
+    wide = lambda: WideEnv(row=(256,), batch_size=(512,))  # noqa: E731  rows 1 KiB, 512 KiB/step
+    narrow = lambda: WideEnv(row=(3,), batch_size=(16384,))  # noqa: E731  rows of 12 B
+    assert run("default", wide, max_steps=3)[1] == ["buffers"]
+    assert run("default", narrow, max_steps=3)[1] == ["lists"]
+
+
+ROWS_AT_MIN = recording.STEP_MIN_BYTES // recording.ROW_MIN_BYTES
+FLOATS_AT_MIN = recording.ROW_MIN_BYTES // 4
 
 
 @pytest.mark.parametrize(
     ("shape", "dtype", "expected"),
     [
-        ((512, 8), torch.float32, True),  # rows of 32 B, 16 KiB per step
-        ((512, 7), torch.float32, False),  # rows of 28 B
-        ((511, 8), torch.float32, False),  # 16,352 B per step
-        ((1024, 4), torch.float64, True),
+        ((ROWS_AT_MIN, FLOATS_AT_MIN), torch.float32, True),  # both at their minimum
+        ((ROWS_AT_MIN * 2, FLOATS_AT_MIN - 1), torch.float32, False),  # rows too short
+        ((ROWS_AT_MIN - 1, FLOATS_AT_MIN), torch.float32, False),  # step too small
+        ((ROWS_AT_MIN, FLOATS_AT_MIN // 2), torch.float64, True),
         ((16384, 3), torch.float32, False),  # the [*batch, 3] observations of bench_scale
-        ((4096, 1), torch.int64, False),
-        ((16, 3, 84, 84), torch.uint8, True),  # pixels
+        ((65536, 1), torch.int64, False),
+        ((64, 3, 84, 84), torch.uint8, True),  # pixels
     ],
 )
 def test_buffered_switch_over(shape, dtype, expected):
@@ -248,9 +252,10 @@ def test_buffered_switch_over(shape, dtype, expected):
 
 
 def test_buffered_needs_a_cpu_leaf_without_grad():
-    assert recording.buffered(torch.zeros(4096), batch_dims=0)
-    assert not recording.buffered(torch.zeros(4096, requires_grad=True), batch_dims=0)
-    assert not recording.buffered(torch.zeros(4096, device="meta"), batch_dims=0)
+    size = recording.STEP_MIN_BYTES // 4
+    assert recording.buffered(torch.zeros(size), batch_dims=0)
+    assert not recording.buffered(torch.zeros(size, requires_grad=True), batch_dims=0)
+    assert not recording.buffered(torch.zeros(size, device="meta"), batch_dims=0)
 
 
 def test_step_changing_shape_falls_back_like_lists(run):

@@ -53,7 +53,7 @@ __all__ = ["Recorder", "buffered"]
 # A leaf is buffered (rather than listed) from these sizes on: its row (one batch element at
 # one step) and its whole step, in bytes. Measured on the CPU: docs/pages/performance.md.
 ROW_MIN_BYTES = 32
-STEP_MIN_BYTES = 16 * 1024
+STEP_MIN_BYTES = 512 * 1024
 # Bytes per step of a root leaf from which it is derived from its "next" leaf, not stacked.
 DERIVE_MIN_BYTES = 0
 # Bytes of a stacked leaf from which its inputs are checked for the fast stack (``_stack``).
