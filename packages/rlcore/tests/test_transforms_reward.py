@@ -123,6 +123,11 @@ def test_binarize_reward_needs_a_singleton_last_dim():
 
 
 # ----------------------------------------------------------------------------- RewardClipping
+def test_reward_clipping_needs_a_bound():
+    with pytest.raises(ValueError, match="give clamp_min, clamp_max or both"):
+        RewardClipping()
+
+
 def test_reward_clipping_lone_specs_and_model():
     spec = RewardClipping(-1.0, 1.0).transform_reward_spec(Unbounded((1,)))
     assert isinstance(spec, Bounded) and spec.high.item() == 1.0

@@ -44,6 +44,7 @@ NOT_A_REWARD_ERROR = "RewardSum: in_key {key!r} is not in the reward spec (rewar
 CLIP_SPEC_ERROR = (
     "{cls}: cannot transform the spec of {key!r}: expected Unbounded or Bounded, got {type}"
 )
+CLIP_NO_BOUND_ERROR = "RewardClipping: give clamp_min, clamp_max or both (got neither)"
 BINARIZE_SHAPE_ERROR = (
     "Reward shape last dimension must be singleton, got reward of shape {shape} "
     "(BinarizeReward writes one 0/1 flag per reward)"
@@ -240,6 +241,8 @@ class RewardClipping(Transform):
         in_keys: Sequence[NestedKey] | NestedKey | None = None,
         out_keys: Sequence[NestedKey] | NestedKey | None = None,
     ) -> None:
+        if clamp_min is None and clamp_max is None:
+            raise ValueError(CLIP_NO_BOUND_ERROR)
         super().__init__(in_keys=["reward"] if in_keys is None else in_keys, out_keys=out_keys)
         self.clamp_min = clamp_min
         self.clamp_max = clamp_max
