@@ -24,6 +24,8 @@ if TYPE_CHECKING:
 
     from ._transformed_env import TransformedEnv
 
+__all__ = ["Compose", "ObservationTransform", "Transform"]
+
 MISSING_KEY_ERROR = "{cls}: in_key {key!r} not found in the tensordict (keys: {keys})"
 NOT_A_TRANSFORM_ERROR = (
     "{where} expected a Transform or a callable (tensordict -> tensordict), "

@@ -18,6 +18,8 @@ from rlspecs import Bounded, Categorical, Composite, TensorSpec
 
 from ._base import Transform, _as_key_list, _expand_mask, _get, _join, _key_tuple, _set, done_roots
 
+__all__ = ["InitTracker", "StepCounter"]
+
 MAX_STEPS_ERROR = (
     "StepCounter: max_steps should have a value greater or equal to one (a positive integer), "
     "or be None; got {value!r}"

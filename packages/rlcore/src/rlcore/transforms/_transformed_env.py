@@ -12,6 +12,8 @@ from torch import nn
 from .._env_base import EnvBase
 from ._base import Compose, Transform, _members, as_transform
 
+__all__ = ["TransformedEnv"]
+
 SPEC_ATTRIBUTE_ERROR = (
     "Could not get {attr} of the TransformedEnv because an internal error was raised; "
     "call env.transform.transform_output_spec(env.base_env.output_spec.clone()) "
