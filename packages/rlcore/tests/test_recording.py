@@ -378,3 +378,22 @@ def test_memory_mapped_tensor_behaves_like_a_cpu_tensor(monkeypatch):
     assert view[0, 0].item() == 3.0  # a view keeps the mapping alive
     shared = _memory.empty(shape, torch.float64).fill_(2.0).share_memory_()
     assert shared.is_shared() and bool((shared == 2.0).all())
+
+
+def test_rollout_outputs_on_huge_pages_share_save_and_pickle(run, monkeypatch):
+    mapped = hasattr(mmap, "MADV_HUGEPAGE") and hasattr(mmap, "MAP_PRIVATE")
+    monkeypatch.setattr(_memory, "huge_pages_on_request", lambda: mapped)
+    make_env = lambda: WideEnv(row=(1024,), batch_size=(64,))  # noqa: E731  2.6 MB per leaf
+    out, _ = run("default", make_env, max_steps=10, break_when_any_done=False)
+    obs = out["next", "obs"]
+    assert obs.untyped_storage().resizable() is not mapped
+    expected, _ = run("lists", make_env, max_steps=10, break_when_any_done=False)
+    assert_identical(out, expected)
+    assert_identical(pickle.loads(pickle.dumps(out)), expected)
+    buffer = io.BytesIO()
+    torch.save(out, buffer)
+    buffer.seek(0)
+    assert_identical(torch.load(buffer, weights_only=False), expected)
+    shared = out.share_memory_()
+    assert shared["next", "obs"].is_shared()
+    assert_identical(shared, expected)

@@ -1,39 +1,44 @@
 """How ``rollout`` records its steps: per-leaf lists stacked at the end, or preallocated buffers.
 
 The layout of the first transition (leaf names, sub-tensordicts, batch sizes) is read once;
-every later step's leaves are gathered in that order, without any key parsing. Each leaf is
-then kept in one of two ways, chosen at the first step from its shape (``buffered``):
+every later step's leaves are gathered in that order in one C call per tensordict level and
+kept as one tuple per step. Each leaf is then recorded in one of two ways, chosen at the first
+step from its shape (``buffered``):
 
-- **a list** (most leaves): the leaf is appended to its list (about 0.05 µs) and the list is
-  stacked once at the end into ``[*batch, T, ...]``. The stack writes the output sequentially
-  and reads each step's tensor once. For leaves whose rows (the bytes of one batch element at
-  one step) are short, such as ``[*batch, 3]`` observations, it is the fastest way to build a
-  batch-major trajectory: writing each step into its ``[:, t]`` slice instead writes one short
-  run per batch row, which costs up to 1.4 times more at large batches (measured).
-- **a buffer** (leaves with rows of at least ``ROW_MIN_BYTES`` and steps of at least
-  ``STEP_MIN_BYTES``, on the CPU): the ``[*batch, capacity, ...]`` output is allocated at the
-  first step (``capacity`` = ``max_steps`` when the rollout cannot stop early, otherwise
-  ``FIRST_CAPACITY`` steps, doubled as needed) and every step is copied into its time slice,
-  all buffered leaves in one fused ``copy_``, while the step's data is still hot in cache.
-  No final stack, and the env's allocations are recycled at every step instead of being held
-  (and page-faulted afresh) for the whole rollout: 0.6 to 0.85 times the time of a list for
-  such leaves (measured).
+- **a list** (most leaves): the leaf stays referenced until the end, when each leaf's steps
+  are stacked once into ``[*batch, T, ...]``. The stack writes its output sequentially and
+  reads each step's tensor once, which for leaves with short rows (a row: the bytes of one
+  batch element at one step), such as ``[*batch, 3]`` observations, is the cheapest way to
+  build a batch-major trajectory: copying each step into its ``[:, t]`` slice writes one
+  short run per batch row instead, 1.1 to 1.3 times slower for 12-byte rows at every batch
+  size measured, and the per-step copy (about 1 µs a leaf) outweighs what it saves below a
+  few hundred KiB a step.
+- **a buffer** (rows of at least ``ROW_MIN_BYTES`` and steps of at least ``STEP_MIN_BYTES``,
+  on the CPU: images, wide vectors at large batches): the ``[*batch, capacity, ...]`` output
+  is allocated at the first step (``capacity`` = ``max_steps`` when the rollout cannot stop
+  early, otherwise ``FIRST_CAPACITY`` steps, doubled as needed) and each step is copied into
+  its time slice, every buffered leaf in one fused ``copy_``, while the step's data is still
+  hot in cache (one step later, so that what a callback or the next policy call changes in
+  place is recorded as a list would record it). No final stack, and the env's allocations are
+  recycled at every step instead of being held, and page-faulted afresh, for the whole
+  rollout: 0.35 to 0.55 times the time of a list for steps of 1 to 4 MiB (measured).
 
 A root leaf that is the very tensor of the previous step's ``"next"`` leaf (an observation, a
-done flag: ``step_mdp`` moves them up without copying) is neither stacked nor copied when it
-is large: it is filled at the end from the ``"next"`` output shifted by one step, a
-sequential copy. Large integer lists are stacked through a float view of the same width
-(torch's fast serial ``cat`` only handles floating types; copies move bits unchanged), and
-large outputs are allocated on huge pages (``rlcore._memory``).
+done flag: ``step_mdp`` moves them up without copying) is neither stacked nor copied: it is
+filled at the end from the ``"next"`` output shifted by one step, one sequential copy per run
+of such steps. Large integer lists are stacked through a float view of the same width (torch's
+fast serial ``cat`` only handles floating types; copies move bits unchanged), and outputs of
+2 MiB or more are allocated on huge pages where the system gives them (``rlcore._memory``).
 
-Every choice returns the same tensordict: same values, keys, shapes, dtypes, names and
-devices, dense and contiguous. A step whose buffered leaves change shape, dtype or device, or
-need gradients, turns the buffers back into lists (views of the buffers), so that the final
-stack decides exactly as it always did. When a step does not match the first step's layout
-(new keys, lazy stacks, non-tensor data), recording falls back to whole tensordicts, stacked
-densely or lazily (``return_contiguous=False``).
+Every choice returns the same tensordict: same values, keys, shapes, dtypes, strides, names
+and devices, dense and contiguous. A step whose buffered leaves change shape, strides, dtype or
+device, or need gradients, turns the buffers back into lists (of tensors with the strides the
+env gave them), so that the final stack decides exactly as it always did. When a step does not
+match the first step's layout (new keys, lazy stacks, non-tensor data), recording falls back to
+whole tensordicts, stacked densely or lazily (``return_contiguous=False``).
 
-The switch-over and its measurements: docs/pages/performance.md.
+The switch-over and its measurements: docs/pages/performance.md
+(``python benchmarks/bench_scale.py --switch-over`` reproduces them).
 """
 
 from __future__ import annotations
