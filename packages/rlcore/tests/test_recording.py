@@ -397,3 +397,19 @@ def test_rollout_outputs_on_huge_pages_share_save_and_pickle(run, monkeypatch):
     shared = out.share_memory_()
     assert shared["next", "obs"].is_shared()
     assert_identical(shared, expected)
+
+
+@pytest.mark.parametrize("strategy", ["buffers", "lists, derived, fast stacks"])
+def test_chained_rollouts_without_auto_reset_are_identical(run, strategy):
+    def chain(name):
+        env = WideEnv(period=3, batch_size=(4,))
+        root, outs = env.reset(), []
+        for _ in range(3):
+            make = lambda: env  # noqa: E731  the same env, continued
+            out, _ = run(name, make, max_steps=5, auto_reset=False, tensordict=root)
+            outs.append(out)
+            root = env.maybe_reset(env._step_mdp(out[..., -1].clone()))
+        return outs
+
+    for out, expected in zip(chain(strategy), chain("lists")):
+        assert_identical(out, expected)
