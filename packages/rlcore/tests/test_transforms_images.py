@@ -111,8 +111,17 @@ def test_center_crop_transform_no_env():
     torch.testing.assert_close(out, image[:, 2:4, 1:5])
     odd = torch.arange(25.0).reshape(1, 5, 5)
     torch.testing.assert_close(CenterCrop(2)(TensorDict(pixels=odd))["pixels"], odd[:, 2:4, 2:4])
-    with pytest.raises(ValueError, match="larger than the image"):
-        CenterCrop(7)(TensorDict(pixels=image))
+    padded = CenterCrop(9, 7)(TensorDict(pixels=image))["pixels"]  # padded with zeros
+    assert padded.shape == (1, 9, 7)
+    torch.testing.assert_close(padded, F.pad(image, (0, 1, 1, 2))[:, :9, :7])
+    batch = torch.rand(2, 3, 3, 16, 16)
+    assert CenterCrop(20, 21)(TensorDict(pixels=batch, batch_size=[2, 3]))["pixels"].shape == (
+        2,
+        3,
+        3,
+        20,
+        21,
+    )
 
 
 def test_center_crop_single_trans_env_check():

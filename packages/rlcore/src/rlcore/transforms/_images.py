@@ -25,7 +25,6 @@ IMAGE_NDIM_ERROR = (
     "{cls}: expected an image with at least {ndim} dims ({layout}), got shape {shape}"
 )
 CHANNELS_ERROR = "GrayScale: expected 3 channels at dim -3 (..., C, H, W), got shape {shape}"
-CROP_SIZE_ERROR = "CenterCrop: crop ({w}, {h}) is larger than the image ({height}, {width})"
 _MODES = ("nearest", "nearest-exact", "bilinear", "bicubic", "area")
 _ANTIALIAS = ("bilinear", "bicubic")
 
@@ -197,7 +196,8 @@ class CenterCrop(_ImageTransform):
     """Crops the center `(w, h)` of channel-first images (`..., H, W`).
 
     As for `Resize`, `w` is the size kept along dim -2 and `h` along dim -1. When the margin is
-    odd, the extra row/column is dropped at the end (as torchvision does).
+    odd, the extra row/column is dropped at the end; a crop larger than the image pads it with
+    zeros (both as torchvision does).
 
     Examples:
         >>> import torch
@@ -223,7 +223,14 @@ class CenterCrop(_ImageTransform):
         _check_ndim("CenterCrop", obs, 2, "..., H, W")
         height, width = obs.shape[-2:]
         if self.w > height or self.h > width:
-            raise ValueError(CROP_SIZE_ERROR.format(w=self.w, h=self.h, height=height, width=width))
+            # a crop larger than the image pads it with zeros first, as torchvision does
+            pad_h, pad_w = max(self.w - height, 0), max(self.h - width, 0)
+            padding = (pad_w // 2, (pad_w + 1) // 2, pad_h // 2, (pad_h + 1) // 2)
+            lead = obs.shape[:-2]
+            obs = F.pad(obs.reshape(-1, height, width), padding).reshape(
+                *lead, height + pad_h, width + pad_w
+            )
+            height, width = obs.shape[-2:]
         top = int(round((height - self.w) / 2.0))
         left = int(round((width - self.h) / 2.0))
         return obs[..., top : top + self.w, left : left + self.h]
