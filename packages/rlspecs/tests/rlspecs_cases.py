@@ -31,3 +31,16 @@ LEAF_FACTORIES = {
 }
 
 CUDA = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+
+
+def chisquare_pvalue(counts) -> float:
+    """P-value of Pearson's chi-square test that ``counts`` come from a uniform distribution.
+
+    ``Q(k / 2, x / 2)`` (torch's regularized upper incomplete gamma) for ``k = len - 1`` degrees
+    of freedom, so the tests need no scipy.
+    """
+    observed = torch.as_tensor(list(counts), dtype=torch.float64)
+    expected = observed.sum() / observed.numel()
+    statistic = ((observed - expected) ** 2 / expected).sum()
+    dof = torch.tensor((observed.numel() - 1) / 2, dtype=torch.float64)
+    return float(torch.special.gammaincc(dof, statistic / 2))
