@@ -24,7 +24,7 @@ import rlcore._recording as recording
 from rlcore import EnvBase, _memory
 from rlspecs import Bounded, Categorical, Composite, Unbounded
 
-THRESHOLDS = ("ROW_MIN_BYTES", "STEP_MIN_BYTES", "DERIVE_MIN_BYTES", "FAST_STACK_MIN_BYTES")
+THRESHOLDS = ("ROW_MIN_BYTES", "STEP_MIN_BYTES", "DERIVE_MIN_BYTES", "FLOAT_VIEW_MIN_BYTES")
 STRATEGIES = {
     "lists": dict.fromkeys(THRESHOLDS, 2**62),
     "lists, derived, fast stacks": {**dict.fromkeys(THRESHOLDS, 0), "STEP_MIN_BYTES": 2**62},
@@ -318,7 +318,7 @@ def test_gradients_flow_whatever_the_strategy(run, strategy):
 @pytest.mark.parametrize("dtype", [torch.int64, torch.int32, torch.int16])
 def test_fast_stack_of_integers_keeps_every_bit(monkeypatch, dtype):
     """Integers go through a float view: NaN and subnormal bit patterns must come out intact."""
-    monkeypatch.setattr(recording, "FAST_STACK_MIN_BYTES", 0)
+    monkeypatch.setattr(recording, "FLOAT_VIEW_MIN_BYTES", 0)
     info = torch.iinfo(dtype)
     patterns = torch.tensor([info.min, info.max, -1, 0, 1, info.max // 3], dtype=dtype)
     if dtype is torch.int64:  # quiet/signalling NaN payloads and a subnormal of float64
@@ -336,7 +336,7 @@ def test_fast_stack_of_integers_keeps_every_bit(monkeypatch, dtype):
 
 
 def test_fast_stack_handles_strided_mixed_and_grad_inputs(monkeypatch):
-    monkeypatch.setattr(recording, "FAST_STACK_MIN_BYTES", 0)
+    monkeypatch.setattr(recording, "FLOAT_VIEW_MIN_BYTES", 0)
     strided = [torch.arange(12, dtype=torch.int64).reshape(3, 4)[:, ::2] + i for i in range(3)]
     assert torch.equal(recording._stack(strided, 1), torch.stack(strided, 1))
     mixed = [torch.ones(3), torch.ones(3, dtype=torch.float64)]
