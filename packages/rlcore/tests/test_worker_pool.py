@@ -11,6 +11,7 @@ import re
 import signal
 import subprocess
 import sys
+import tempfile
 import textwrap
 import threading
 import time
@@ -83,6 +84,28 @@ def _wait_dead(pids, seconds: float) -> bool:
             return True
         time.sleep(0.1)
     return False
+
+
+def _run_and_read_pids(script: str) -> list[int]:
+    """Run ``script``, read the worker pids it prints, and wait for it to die.
+
+    Its stdout is not read to EOF: orphaned workers would hold it open.
+    """
+    with tempfile.TemporaryFile("w+") as stderr:
+        proc = subprocess.Popen(
+            [sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=stderr, text=True
+        )
+        try:
+            line = proc.stdout.readline()
+            proc.wait(timeout=300)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+            proc.stdout.close()
+        stderr.seek(0)
+        pids = [int(pid) for pid in line.split()]
+        assert len(pids) == 2, stderr.read()
+    return pids
 
 
 def test_request_replies_in_order_and_shutdown_is_idempotent(pools, method):
@@ -345,9 +368,10 @@ def test_workers_exit_soon_after_the_main_process_dies(method, death, in_thread)
     script = ORPHAN_SCRIPT.format(
         tests_dir=TESTS_DIR, method=method, death=death, in_thread=in_thread
     )
-    proc = subprocess.run(
-        [sys.executable, "-c", script], capture_output=True, text=True, timeout=180
-    )
-    pids = [int(pid) for pid in proc.stdout.split()]
-    assert len(pids) == 2, proc.stderr
-    assert _wait_dead(pids, 15), f"workers {pids} outlived their main process"
+    pids = _run_and_read_pids(script)
+    try:
+        assert _wait_dead(pids, 15), f"workers {pids} outlived their main process"
+    finally:
+        for pid in pids:  # never leave an orphan behind, even when the test fails
+            if not _dead(pid):
+                os.kill(pid, signal.SIGKILL)

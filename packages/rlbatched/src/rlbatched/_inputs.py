@@ -11,8 +11,8 @@ Rules, the same for ``SerialEnv`` and ``ParallelEnv``:
   earlier call in its place).
 
 ``ParallelEnv`` also carries observations (and, to a reset, done flags) to its workers: such a
-leaf is passed on when it has the spec's shape and dtype, and otherwise left out like a missing
-state leaf.
+leaf is passed on when it has the spec's shape and a dtype its values fit in, and otherwise
+left out like a missing state leaf.
 
 The per-step work is a loop over ``(key, shape, dtype)`` tuples; nothing walks a spec per step.
 Specs holding lazy stacks (heterogeneous sub-envs) are checked per worker by a tree compiled
@@ -129,20 +129,21 @@ class LeafRule:
                 )
             )
         if value.dtype != self.dtype:
+            why = unrepresentable(value, self.dtype)
+            if why is None:
+                return True
             if not strict:
                 return False
-            why = unrepresentable(value, self.dtype)
-            if why is not None:
-                raise ValueError(
-                    BAD_DTYPE.format(
-                        where=where,
-                        role=self.role,
-                        key=self.key,
-                        got=value.dtype,
-                        dtype=self.dtype,
-                        why=why,
-                    )
+            raise ValueError(
+                BAD_DTYPE.format(
+                    where=where,
+                    role=self.role,
+                    key=self.key,
+                    got=value.dtype,
+                    dtype=self.dtype,
+                    why=why,
                 )
+            )
         return True
 
     def missing(self, where: str) -> KeyError:
@@ -219,10 +220,11 @@ def _compile(spec: Composite, role: str, path: tuple) -> tuple:
     children = []
     for key in spec.keys():
         sub = spec[key]
+        full = (*path, key)
         if isinstance(sub, Composite):
-            children.append((key, _compile(sub, role, (*path, key))))
+            children.append((key, _compile(sub, role, full)))
         else:
-            children.append((key, LeafRule((*path, key), sub, role)))
+            children.append((key, LeafRule(full if path else key, sub, role)))
     return ("node", path, children)
 
 
