@@ -56,6 +56,12 @@ class ParallelEnv(BatchedEnvBase):
     workers with one byte each and waits for one byte back. What ``step``,
     ``reset`` and ``rollout`` return is a copy owned by the caller.
 
+    Inputs are checked as in ``SerialEnv`` before anything reaches a worker (every action
+    leaf present, exact shapes, values that fit the spec's dtype). A worker that raises,
+    dies or hangs gives an exception naming it (``rlcore.WorkerDiedError``,
+    ``rlcore.WorkerTimeoutError``, or the worker's own exception type); a lost worker closes
+    the env. A closed env raises ``rlcore.EnvClosedError`` when stepped, until ``reset()``.
+
     Args:
         num_workers: number of sub-envs (and processes).
         create_env_fn: a callable building the env, or one callable per worker.

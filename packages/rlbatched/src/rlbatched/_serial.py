@@ -21,7 +21,9 @@ class SerialEnv(BatchedEnvBase):
     """Runs ``num_workers`` envs in the current process and batches their data.
 
     Gradients flow through it: a rollout through a SerialEnv is the stack of the
-    single envs' rollouts.
+    single envs' rollouts. A step's input is checked as in ``ParallelEnv`` (every action leaf
+    present, exact shapes, values that fit the spec's dtype); after ``close()``, stepping
+    raises ``rlcore.EnvClosedError`` until ``reset()``.
 
     Examples:
         >>> from rlbatched import SerialEnv
