@@ -204,7 +204,6 @@ class _Loop:
     ) -> None:
         self.env = env
         self.plan = plan
-        self.policy = policy
         self.act = env.rand_action if policy is None else policy
         self.callback = callback
         self.break_when_any_done = options.get("break_when_any_done", True)
