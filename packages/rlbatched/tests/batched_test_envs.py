@@ -28,24 +28,30 @@ def in_worker() -> bool:
     return multiprocessing.parent_process() is not None
 
 
-class StrRaises(Exception):
-    """An exception whose ``__str__`` raises."""
+class OddError(Exception):
+    """Hard to pass on: its ``__str__`` raises (``unprintable``), or it pickles but cannot be
+    unpickled, since its args do not rebuild it (otherwise)."""
+
+    def __init__(self, phase: str, unprintable: bool):
+        super().__init__(f"{phase}/2")
+        self.phase = phase
+        self.unprintable = unprintable
+
+    def __reduce__(self):
+        if self.unprintable:  # rebuilt in the main process (and still unprintable there)
+            return type(self), (self.phase, True)
+        return super().__reduce__()  # args ("step/2",) do not rebuild it
 
     def __str__(self) -> str:
-        raise RuntimeError("no text for you")
-
-
-class TwoArgs(Exception):
-    """Pickles, but cannot be unpickled (its args do not rebuild it)."""
-
-    def __init__(self, a, b):
-        super().__init__(f"{a}/{b}")
+        if self.unprintable:
+            raise RuntimeError("no text for you")
+        return super().__str__()
 
 
 ERRORS = {
     "value": lambda phase: ValueError(f"boom in _{phase}"),
-    "str": lambda phase: StrRaises(),
-    "twoargs": lambda phase: TwoArgs(phase, 2),
+    "str": lambda phase: OddError(phase, unprintable=True),
+    "twoargs": lambda phase: OddError(phase, unprintable=False),
 }
 
 

@@ -25,10 +25,9 @@ from batched_test_envs import (
     BadStartCountingEnv,
     FailingCountingEnv,
     GainEnv,
+    OddError,
     SlowCountingEnv,
     StartStateEnv,
-    StrRaises,
-    TwoArgs,
 )
 from tensordict import TensorDict
 
@@ -265,13 +264,22 @@ def test_worker_killed_while_idle_is_named_and_env_reopens(make_kind, method):
 # ---------------------------------------------------------------------- 7: orphans
 ORPHAN_SCRIPT = textwrap.dedent(
     """
-    import os, signal, time
+    import os, signal, threading, time
     from rlbatched import ParallelEnv
     from rlmocks import CountingEnv
 
-    if __name__ == "__main__":
+    def start():
+        global env
         env = ParallelEnv(2, CountingEnv, mp_start_method={method!r})
         env.reset()
+
+    if __name__ == "__main__":
+        if {in_thread!r}:  # workers started by a thread that is gone: no PR_SET_PDEATHSIG
+            thread = threading.Thread(target=start)
+            thread.start()
+            thread.join()
+        else:
+            start()
         print(" ".join(str(proc.pid) for proc in env._workers), flush=True)
         if {death!r} == "exit":
             os._exit(0)
@@ -281,9 +289,13 @@ ORPHAN_SCRIPT = textwrap.dedent(
 )
 
 
-@pytest.mark.parametrize("death", ["exit", "SIGKILL", "SIGTERM"])
-def test_workers_exit_soon_after_the_main_process_dies(method, death):
-    script = ORPHAN_SCRIPT.format(method=method, death=death)
+@pytest.mark.parametrize(
+    ("death", "in_thread"),
+    [("exit", False), ("SIGKILL", False), ("SIGTERM", False), ("exit", True)],
+    ids=["os._exit", "SIGKILL", "SIGTERM", "os._exit-env-started-in-a-thread"],
+)
+def test_workers_exit_soon_after_the_main_process_dies(method, death, in_thread):
+    script = ORPHAN_SCRIPT.format(method=method, death=death, in_thread=in_thread)
     pids = _run_and_read_pids(script)
     try:
         assert _wait_dead(pids, 15), f"workers {pids} outlived their main process"
@@ -316,9 +328,9 @@ def test_exception_whose_str_raises_is_passed_on(make_kind, method):
     with pytest.raises(WorkerRaisedError) as info:
         env.step(_action(env))
     assert str(info.value).startswith(
-        "ParallelEnv worker 1 raised StrRaises during step: <unprintable StrRaises object>"
+        "ParallelEnv worker 1 raised OddError during step: <unprintable OddError object>"
     )
-    assert isinstance(info.value.__cause__, StrRaises)
+    assert isinstance(info.value.__cause__, OddError)
     assert not env.is_closed
     assert env.reset()["observation"].tolist() == [[0], [0]]  # the worker lives on
 
@@ -331,11 +343,11 @@ def test_exception_that_cannot_be_rebuilt_keeps_its_text_as_cause(make_kind, met
         create_env_kwargs=[{}, {"fail_on": "step", "error": "twoargs"}],
     )
     env.reset()
-    with pytest.raises(WorkerRaisedError, match="worker 1 raised TwoArgs during step") as info:
+    with pytest.raises(WorkerRaisedError, match="worker 1 raised OddError during step") as info:
         env.step(_action(env))
     cause = info.value.__cause__
     assert isinstance(cause, RemoteTraceback)
-    assert (cause.type_name, cause.message) == (TwoArgs.__name__, "step/2")
+    assert (cause.type_name, cause.message) == ("OddError", "step/2")
     assert "_step" in cause.traceback
 
 

@@ -107,44 +107,25 @@ class LeafRule:
         """
         if self.shape is None:
             return True
-        strict = self.role not in LENIENT
+        problem = self._problem(value)
+        if problem is None:
+            return True
+        if self.role in LENIENT:
+            return False
+        error, template, fields = problem
+        raise error(template.format(where=where, role=self.role, key=self.key, **fields))
+
+    def _problem(self, value: Any) -> tuple | None:
+        """``(exception type, message template, fields)`` of what is wrong with ``value``."""
         if not isinstance(value, torch.Tensor):
-            if not strict:
-                return False
-            raise TypeError(
-                NOT_A_TENSOR.format(
-                    where=where, role=self.role, key=self.key, type=type(value).__name__
-                )
-            )
+            return TypeError, NOT_A_TENSOR, {"type": type(value).__name__}
         if not _same_shape(value.shape, self.shape):
-            if not strict:
-                return False
-            raise ValueError(
-                BAD_SHAPE.format(
-                    where=where,
-                    role=self.role,
-                    key=self.key,
-                    got=tuple(value.shape),
-                    expected=tuple(self.shape),
-                )
-            )
+            return ValueError, BAD_SHAPE, {"got": tuple(value.shape), "expected": tuple(self.shape)}
         if value.dtype != self.dtype:
             why = unrepresentable(value, self.dtype)
-            if why is None:
-                return True
-            if not strict:
-                return False
-            raise ValueError(
-                BAD_DTYPE.format(
-                    where=where,
-                    role=self.role,
-                    key=self.key,
-                    got=value.dtype,
-                    dtype=self.dtype,
-                    why=why,
-                )
-            )
-        return True
+            if why is not None:
+                return ValueError, BAD_DTYPE, {"got": value.dtype, "dtype": self.dtype, "why": why}
+        return None
 
     def missing(self, where: str) -> KeyError:
         shape = None if self.shape is None else tuple(self.shape)
