@@ -75,13 +75,16 @@ class FailingCountingEnv(CountingEnv):
 
 
 class BadStartCountingEnv(CountingEnv):
-    """A CountingEnv that cannot be built (``fail``) or never finishes building (``hang``) in a worker."""
+    """A CountingEnv that, in a worker, cannot be built (``fail``), never finishes building
+    (``hang``) or kills its process while being built (``exit``, status 4)."""
 
     def __init__(self, mode: str = "fail", **kwargs):
         super().__init__(**kwargs)
         if in_worker():
             if mode == "hang":
                 time.sleep(3600)
+            if mode == "exit":
+                os._exit(4)
             raise KeyError("no such task")
 
 

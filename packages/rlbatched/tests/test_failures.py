@@ -319,6 +319,27 @@ def test_start_up_hang_honours_worker_timeout(make_kind, method):
     assert not [p for p in multiprocessing.active_children() if p.name.startswith("ParallelEnv")]
 
 
+def test_worker_dying_while_starting_is_named(make_kind, method):
+    env = make_kind(
+        method, 2, [CountingEnv, BadStartCountingEnv], create_env_kwargs=[{}, {"mode": "exit"}]
+    )
+    with pytest.raises(WorkerDiedError, match="worker 1 .* during start \\(exit code 4\\)"):
+        env.reset()
+    assert env.is_closed
+    assert not [p for p in multiprocessing.active_children() if p.name.startswith("ParallelEnv")]
+
+
+def test_close_after_a_worker_was_killed_is_quiet(make_kind, method):
+    env = make_kind(method, 2, CountingEnv)
+    env.reset()
+    pids = [proc.pid for proc in env._workers]
+    os.kill(pids[0], signal.SIGKILL)
+    env.close()
+    env.close()
+    assert _wait_dead(pids, 15)
+    assert env.reset()["observation"].tolist() == [[0], [0]]
+
+
 # ---------------------------------------------------------------------- 9: odd exceptions
 def test_exception_whose_str_raises_is_passed_on(make_kind, method):
     env = make_kind(

@@ -240,6 +240,21 @@ def test_interrupted_in_the_middle_of_a_message_stops_the_pool(pools, method):
     assert "{phase}" in INTERRUPTED
 
 
+def test_shutdown_from_another_thread_ends_a_wait(pools, method):
+    """Closing a pool while its owner waits for a reply ends the wait with an error, no hang."""
+    pool = _started(pools, method, 1)
+    timer = threading.Timer(0.5, pool.shutdown)
+    timer.start()
+    start = time.monotonic()
+    try:
+        with pytest.raises(WorkerError, match="were stopped"):
+            pool.request("work", "sleep", 3600)
+    finally:
+        timer.join()
+    assert time.monotonic() - start < 20
+    assert not pool.alive
+
+
 def test_garbage_collected_pool_stops_its_workers(method):
     pool = WorkerPool([(echo_worker, ())], start_method=method, label="test worker")
     pool.gather("start", timeout=START_S)

@@ -408,6 +408,8 @@ class WorkerPool:
         return err
 
     def _lose_dead(self, index: int, phase: str) -> NoReturn:
+        if not self.alive:  # shut down meanwhile (by another thread): its pipes were closed
+            raise WorkerError(self._text(STOPPED, index, phase), index=index, phase=phase)
         proc = self.procs[index]
         proc.join(DIED_JOIN_S)
         exitcode = proc.exitcode
