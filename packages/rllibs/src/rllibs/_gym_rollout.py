@@ -29,6 +29,7 @@ rollout over to the general path from that step on, with the steps so far kept.
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -71,18 +72,12 @@ ROLLOUT_OPTIONS = {
 DONE_NAMES = ("terminated", "truncated", "done")
 FLAG_NAMES = ("reward", "terminated", "truncated")
 
-_class_ok: dict[type, bool] = {}
 
-
+@lru_cache(maxsize=128)
 def _class_allows(cls: type) -> bool:
-    ok = _class_ok.get(cls)
-    if ok is None:
-        from ._gym_like import GymLikeEnv
+    from ._gym_like import GymLikeEnv
 
-        ok = _class_ok[cls] = all(
-            getattr(cls, name) is getattr(GymLikeEnv, name) for name in BYPASSED
-        )
-    return ok
+    return all(getattr(cls, name) is getattr(GymLikeEnv, name) for name in BYPASSED)
 
 
 class _Plan:
