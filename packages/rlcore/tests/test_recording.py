@@ -348,8 +348,8 @@ def test_fast_stack_handles_strided_mixed_and_grad_inputs(monkeypatch):
 
 
 def test_memory_empty_small_or_not_cpu_is_torch_empty():
-    small = _memory.empty((4, 3), torch.float32)
-    assert small.shape == (4, 3) and small.untyped_storage().resizable()
+    small = _memory.empty((_memory.MIN_BYTES // 4 - 1,), torch.float32)
+    assert small.numel() == _memory.MIN_BYTES // 4 - 1 and small.untyped_storage().resizable()
     meta = _memory.empty((2**21,), torch.float32, torch.device("meta"))
     assert meta.device.type == "meta"
 
@@ -358,7 +358,8 @@ def test_memory_mapped_tensor_behaves_like_a_cpu_tensor(monkeypatch):
     """The huge-page path: exact storage, 2 MiB aligned, pickles, saves, shares, frees."""
     mapped = hasattr(mmap, "MADV_HUGEPAGE") and hasattr(mmap, "MAP_PRIVATE")
     monkeypatch.setattr(_memory, "huge_pages_on_request", lambda: mapped)
-    shape = (_memory.MIN_BYTES // 8 // 3 + 1, 3)
+    monkeypatch.setattr(_memory, "MIN_BYTES", _memory.HUGE_PAGE)
+    shape = (_memory.HUGE_PAGE // 8 // 3 + 1, 3)
     tensor = _memory.empty(shape, torch.float64)
     assert tensor.shape == shape and tensor.dtype == torch.float64 and tensor.is_contiguous()
     nbytes = tensor.numel() * 8
@@ -383,6 +384,7 @@ def test_memory_mapped_tensor_behaves_like_a_cpu_tensor(monkeypatch):
 def test_rollout_outputs_on_huge_pages_share_save_and_pickle(run, monkeypatch):
     mapped = hasattr(mmap, "MADV_HUGEPAGE") and hasattr(mmap, "MAP_PRIVATE")
     monkeypatch.setattr(_memory, "huge_pages_on_request", lambda: mapped)
+    monkeypatch.setattr(_memory, "MIN_BYTES", _memory.HUGE_PAGE)
     make_env = lambda: WideEnv(row=(1024,), batch_size=(64,))  # noqa: E731  2.6 MB per leaf
     out, _ = run("default", make_env, max_steps=10, break_when_any_done=False)
     obs = out["next", "obs"]

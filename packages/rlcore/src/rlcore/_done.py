@@ -14,19 +14,27 @@ from rlspecs.private_apis import td_get_str
 __all__ = ["any_true", "flag_done", "reduce_to_batch", "terminated_or_truncated"]
 
 DONE_NAMES = ("done", "terminated", "truncated")
+# Flags from which ``any_true`` asks NumPy (measured in rollouts: slower below, by 2 µs at 1,024)
+NUMPY_ANY_MIN = 8192
 
 
 def any_true(flag: torch.Tensor) -> bool:
     """``bool(flag.any())``, cheaper: a single element is read directly (about 0.2 µs against
-    1 µs), a CPU boolean tensor through NumPy's ``any`` (1.5 µs against 8 µs at 16,384 flags).
+    1 µs), a large CPU boolean tensor through NumPy's ``any`` (1.5 µs against 8 µs at 16,384).
 
     Examples:
         >>> any_true(torch.tensor([[False], [True]])), any_true(torch.zeros(1, dtype=torch.bool))
         (True, False)
     """
-    if flag.numel() == 1:
+    numel = flag.numel()
+    if numel == 1:
         return bool(flag)
-    if flag.dtype is torch.bool and flag.device.type == "cpu" and not flag.requires_grad:
+    if (
+        numel >= NUMPY_ANY_MIN
+        and flag.dtype is torch.bool
+        and flag.device.type == "cpu"
+        and not flag.requires_grad
+    ):
         return bool(flag.numpy().any())
     return bool(flag.any())
 

@@ -28,7 +28,7 @@ done flag: ``step_mdp`` moves them up without copying) is neither stacked nor co
 filled at the end from the ``"next"`` output shifted by one step, one sequential copy per run
 of such steps. Large integer lists are stacked through a float view of the same width (torch's
 fast serial ``cat`` only handles floating types; copies move bits unchanged), and outputs of
-2 MiB or more are allocated on huge pages where the system gives them (``rlcore._memory``).
+32 MiB or more are allocated on huge pages where the system gives them (``rlcore._memory``).
 
 Every choice returns the same tensordict: same values, keys, shapes, dtypes, strides, names
 and devices, dense and contiguous. A step whose buffered leaves change shape, strides, dtype or
@@ -63,7 +63,7 @@ STEP_MIN_BYTES = 512 * 1024
 DERIVE_MIN_BYTES = 0
 # Bytes per step of an integer leaf from which it is stacked through a float view (below, the
 # view of every step, about 0.5 µs, costs more than the faster kernel saves).
-FLOAT_VIEW_MIN_BYTES = 4096
+FLOAT_VIEW_MIN_BYTES = 64 * 1024
 # First capacity (in steps) of the buffers when the rollout may stop early.
 FIRST_CAPACITY = 32
 
