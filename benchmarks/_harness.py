@@ -56,20 +56,24 @@ class Row:
 
 
 def median_per_unit(
-    runs: dict[str, Callable[[], object]], units: int, repeats: int
+    runs: dict[str, Callable[[], object]],
+    units: int,
+    repeats: int,
+    clock: Callable[[], float] = time.perf_counter,
 ) -> dict[str, float]:
     """Median seconds per unit of each run: one warm-up each, then ``repeats`` interleaved rounds.
 
     Interleaving spreads a change of machine load over every contender instead of one.
+    ``clock``: wall time by default; ``time.thread_time`` counts only this thread's CPU time.
     """
     for run in runs.values():
         run()
     samples: dict[str, list[float]] = {name: [] for name in runs}
     for _ in range(repeats):
         for name, run in runs.items():
-            start = time.perf_counter()
+            start = clock()
             run()
-            samples[name].append((time.perf_counter() - start) / units)
+            samples[name].append((clock() - start) / units)
     return {name: statistics.median(s) for name, s in samples.items()}
 
 

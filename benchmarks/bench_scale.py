@@ -23,13 +23,12 @@ from __future__ import annotations
 import argparse
 import functools
 import importlib.util
-import statistics
 import time
 from collections.abc import Callable
 from typing import Any
 
 import torch
-from _harness import Row, Target
+from _harness import Row, Target, median_per_unit
 from tensordict import TensorDict
 
 from rlspecs.private_apis import td_new
@@ -165,17 +164,8 @@ def _run(env: Any, steps: int, device: str) -> None:
 def median_per_step(
     runs: dict[str, Callable[[], object]], steps: int, repeats: int, device: str
 ) -> dict[str, float]:
-    """Median seconds per step of each run: one warm-up each, then interleaved rounds."""
-    clock = _clock(device)
-    for run in runs.values():
-        run()
-    samples: dict[str, list[float]] = {name: [] for name in runs}
-    for _ in range(repeats):
-        for name, run in runs.items():
-            start = clock()
-            run()
-            samples[name].append((clock() - start) / steps)
-    return {name: statistics.median(values) for name, values in samples.items()}
+    """Median seconds per step of each run, in the clock of ``device`` (see ``_clock``)."""
+    return median_per_unit(runs, steps, repeats, clock=_clock(device))
 
 
 def _label(batch: tuple, leaves: int) -> str:
