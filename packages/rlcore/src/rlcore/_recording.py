@@ -51,6 +51,7 @@ import torch
 from tensordict import LazyStackedTensorDict, TensorDict, TensorDictBase, is_tensor_collection
 
 from rlcore import _memory
+from rlcore._step_mdp import tuple_getter
 from rlspecs.private_apis import foreach_copy_, td_entries, td_new
 
 __all__ = ["Recorder", "buffered"]
@@ -80,11 +81,7 @@ class _Layout:
         self.batch_size = batch_size
         self.device = device
         # the leaves of a storage dict, as a tuple, in one C call (KeyError if one is missing)
-        if len(leaves) == 1:
-            (key,) = leaves
-            self.getter = lambda entries: (entries[key],)
-        else:
-            self.getter = operator.itemgetter(*leaves) if leaves else lambda entries: ()
+        self.getter = tuple_getter(leaves)
 
 
 def _layout(td: Any) -> _Layout | None:
@@ -448,7 +445,7 @@ class Recorder:
         self.buffers = _Buffers(values, chosen, self.batch_dims, capacity, self.pairs)
         self.buffers.write(values)
         self.listed = tuple(i for i in range(len(values)) if i not in self.buffers.tensors)
-        self.pick = _picker(self.listed)
+        self.pick = tuple_getter(self.listed)
         self.rows = [self.pick(values)]
 
     def _columns(self) -> list[Sequence[torch.Tensor]]:
@@ -527,11 +524,3 @@ class Recorder:
                 out = LazyStackedTensorDict.maybe_dense_stack(self.tds, batch_dims)
         out.refine_names(..., "time")
         return out
-
-
-def _picker(indices: tuple[int, ...]) -> Callable[[tuple], tuple]:
-    """A function returning the items at ``indices`` of a tuple, as a tuple."""
-    if len(indices) == 1:
-        (index,) = indices
-        return lambda values: (values[index],)
-    return operator.itemgetter(*indices) if indices else lambda values: ()

@@ -369,7 +369,7 @@ class StepMDP:
         self._flat_exclude = tuple(self.exclude_from_root)
         self._flat_next = tuple(self.keys_from_next)
         self._flat_next_set = frozenset(self._flat_next)
-        self._flat_next_getter = _getter(self._flat_next)
+        self._flat_next_getter = tuple_getter(self._flat_next)
 
     def __call__(self, tensordict: TensorDictBase) -> TensorDictBase:
         """Returns the root of the next step for ``tensordict`` (a transition)."""
@@ -435,9 +435,15 @@ def _all_tensors(values: Iterable[Any]) -> bool:
     return set(map(type, values)) <= _TENSOR
 
 
-def _getter(keys: tuple[str, ...]) -> Callable[[dict], tuple]:
-    """A function returning ``tuple(entries[key] for key in keys)`` in one C call."""
+def tuple_getter(keys: Sequence[Any]) -> Callable[[Any], tuple]:
+    """A function returning ``tuple(items[key] for key in keys)`` in one C call (``items``: a
+    dict or a sequence; ``KeyError``/``IndexError`` when one is missing).
+
+    Examples:
+        >>> tuple_getter(["b", "a"])({"a": 1, "b": 2}), tuple_getter([0])("xy")
+        ((2, 1), ('x',))
+    """
     if len(keys) == 1:
         (key,) = keys
-        return lambda entries: (entries[key],)
-    return operator.itemgetter(*keys) if keys else lambda entries: ()
+        return lambda items: (items[key],)
+    return operator.itemgetter(*keys) if keys else lambda items: ()
