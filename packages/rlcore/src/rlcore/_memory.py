@@ -9,9 +9,10 @@ takes most of that cost away (measured: 3.7 MB written in 0.22 ms instead of 1.1
 in 8 ms instead of 21 ms; 0.12 and 6.7 ms into memory already mapped). ``empty`` allocates
 large CPU tensors that way: an anonymous private mapping, 2 MiB-aligned, advised, wrapped by
 ``torch.frombuffer`` (the tensor's storage is exactly its bytes and keeps the mapping alive;
-it is unmapped with the last view). Such a storage cannot be resized in place
-(``Tensor.resize_`` beyond its size raises); everything else (views, pickling,
-``share_memory_``, ``torch.save``) is that of any CPU tensor.
+it is unmapped with the last view). Where huge pages are scarce the kernel falls back to small
+pages, or (with THP ``defrag`` set to ``madvise``) compacts memory to make one. Such a storage
+cannot be resized in place (``Tensor.resize_`` beyond its size raises); everything else
+(views, pickling, ``share_memory_``, ``torch.save``) is that of any CPU tensor.
 
 Everywhere else (other systems, THP ``always`` or ``never``, tensors under ``MIN_BYTES``,
 other devices) ``empty`` is ``torch.empty``.
