@@ -12,6 +12,7 @@ import torch
 
 from ._errors import SpecShapeError
 from ._indexing import _index_tensor, indexed_shape, normalize_index
+from ._observers import TRACKED_ATTRIBUTES, attribute_changed
 
 DEVICE_TYPING = torch.device | str | int
 DeviceLike = DEVICE_TYPING | None
@@ -137,7 +138,9 @@ class TensorSpec:
     Subclasses implement ``rand`` and ``_in_domain`` (and ``_project`` when values can leave the
     domain). ``shape``, ``dtype`` and ``device`` are plain, assignable attributes; so are
     ``space`` and ``domain`` (as in torchrl, where they are dataclass fields): assigning one
-    replaces what the attribute reports, not the spec's bounds or categories.
+    replaces what the attribute reports, not the spec's bounds or categories. Assigning
+    ``shape``, ``dtype`` or ``device`` of a spec inside an observed ``Composite`` (an env's
+    specs) calls its observers (``Composite.observe_``).
 
     Examples:
         >>> from rlspecs import Unbounded
@@ -167,6 +170,20 @@ class TensorSpec:
         device = parse_device(device)
         self.device = torch.get_default_device() if device is None else device
         self.dtype = dtype
+
+    def __setattr__(self, name: str, value: Any, _set: Any = object.__setattr__) -> None:
+        _set(self, name, value)
+        # an observed spec (one inside an env's specs) tells its observers, see _observers
+        if name in TRACKED_ATTRIBUTES and "_on_change" in self.__dict__:
+            attribute_changed(self)
+
+    def __getstate__(self) -> dict[str, Any]:
+        # observers (an env's cache reset) stay with the original: copies and pickles drop them
+        state = self.__dict__
+        if "_on_change" in state:
+            state = dict(state)
+            del state["_on_change"]
+        return state
 
     # ------------------------------------------------------------------ basic attributes
     @property

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import torch
@@ -23,6 +23,7 @@ from ._base import (
 from ._errors import SpecKeyTypeError
 from ._indexing import indexed_shape, normalize_index
 from ._keys import NestedKey, is_nested_key, unravel_key
+from ._observers import adopt, notify, observe, unobserve
 from .private_apis import td_new
 
 # "CompositeSpec." also matches torchrl's own text, "Cannot modify a locked CompositeSpec."
@@ -99,6 +100,10 @@ class Composite(TensorSpec):
     and copied, but ``rand``/``zero``/``one`` leave it out, ``is_in`` and ``project`` skip it and
     ``encode`` refuses it. The keys ``"shape"``, ``"device"``, ``"dtype"`` and ``"space"`` are
     reserved (``AttributeError``).
+
+    ``observe_(callback)`` registers a callback told of every later change of the tree's
+    structure (entries set or deleted at any depth) and of any ``shape``/``dtype``/``device``
+    assignment inside it; envs use it to forget what they derived from their specs.
 
     Examples:
         >>> from rlspecs import Unbounded
@@ -178,6 +183,7 @@ class Composite(TensorSpec):
         for spec in self._specs.values():
             if spec is not None:
                 spec.clear_device_()
+        notify(self)
         return self
 
     @property
@@ -219,6 +225,52 @@ class Composite(TensorSpec):
         return self._locked
 
     locked = is_locked
+
+    # ------------------------------------------------------------------ change callbacks
+    def observe_(self, callback: Callable[[TensorSpec], object]) -> Composite:
+        """Call ``callback(spec)`` after every change in this tree; returns ``self``.
+
+        A change is: an entry set (``set``, ``[...] =``, ``update``) or deleted (``del``,
+        ``pop``) in this composite or any composite inside it, a ``shape``, ``dtype`` or
+        ``device`` assigned to any spec inside it (leaves included), or ``clear_device_``.
+        ``spec`` is the spec that changed. Specs added later are observed too. Not tracked:
+        in-place changes of a spec's tensors (bounds, masks). Copies (``clone``, ``to``,
+        indexing...) and pickles do not carry the callback. A callback is attached once,
+        however often it is given.
+
+        Examples:
+            >>> from rlspecs import Unbounded
+            >>> spec = Composite(obs=Composite(x=Unbounded(3)))
+            >>> changed = []
+            >>> _ = spec.observe_(lambda s: changed.append(s))
+            >>> spec["obs", "y"] = Unbounded(2)
+            >>> spec["obs", "x"].dtype = torch.float64
+            >>> del spec["obs"]
+            >>> len(changed)
+            3
+            >>> spec.clone().observers
+            ()
+        """
+        observe(self, callback)
+        return self
+
+    def unobserve_(self, callback: Callable[[TensorSpec], object]) -> Composite:
+        """Stop calling ``callback`` (attached with ``observe_``) for this tree; returns ``self``.
+
+        Examples:
+            >>> def callback(spec):
+            ...     pass
+            >>> spec = Composite().observe_(callback).unobserve_(callback)
+            >>> spec.observers
+            ()
+        """
+        unobserve(self, callback)
+        return self
+
+    @property
+    def observers(self) -> tuple[Callable[[TensorSpec], object], ...]:
+        """The callbacks attached with ``observe_`` (to this composite or a parent)."""
+        return self.__dict__.get("_on_change", ())
 
     # ------------------------------------------------------------------ mapping access
     def _lookup(self, path: tuple[str, ...], default: Any) -> Any:
@@ -304,15 +356,17 @@ class Composite(TensorSpec):
             if self._device is not None and spec.device != self._device:
                 spec = spec.to(self._device)
         self._specs[key] = spec
+        if "_on_change" in self.__dict__:
+            if spec is not None:
+                adopt(self, spec)
+            notify(self)
 
     def __delitem__(self, key: NestedKey) -> None:
-        """Delete a (nested) key."""
+        """Delete a (nested) key; only the lock of the composite holding its last part matters."""
         if not is_nested_key(key):
             raise SpecKeyTypeError(BAD_KEY_TYPE.format(type=type(key).__name__, key=key))
         if key in _RESERVED:
             raise AttributeError(RESERVED_GET.format(key=key))
-        if self._locked:
-            raise RuntimeError(LOCKED.format(key=key))
         path = unravel_key(key)
         parent = self[path[:-1]] if len(path) > 1 else self
         if not isinstance(parent, Composite) or path[-1] not in parent._specs:
@@ -320,6 +374,7 @@ class Composite(TensorSpec):
         if parent._locked:
             raise RuntimeError(LOCKED.format(key=key))
         del parent._specs[path[-1]]
+        notify(parent)
 
     def pop(self, key: NestedKey, default: Any = _NO_DEFAULT) -> Any:
         """Remove ``key`` and return its spec (or ``default`` when missing)."""
@@ -503,6 +558,7 @@ class Composite(TensorSpec):
     ) -> Composite:
         out = Composite.__new__(type(self))
         out.__dict__.update(self.__dict__)
+        out.__dict__.pop("_on_change", None)  # copies are not observed
         out._specs = specs
         out._locked = False
         if shape is not None:
