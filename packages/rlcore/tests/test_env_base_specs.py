@@ -85,10 +85,20 @@ def test_output_and_input_spec_setters_fill_missing_entries_and_lock():
     assert env.input_spec.is_locked
 
 
+def test_output_spec_is_locked_at_its_top_level_only():
+    # torchrl 0.4: the containers refuse new or deleted groups, the groups are writable
+    env = CountingEnv()
+    with pytest.raises(RuntimeError, match="locked"):
+        env.output_spec["full_done_spec"] = Composite(done=done_leaf())
+    with pytest.raises(RuntimeError, match="locked"):
+        del env.input_spec["full_state_spec"]
+    assert not env.full_done_spec.is_locked and not env.full_action_spec.is_locked
+    env.output_spec["full_done_spec", "truncated"] = done_leaf()
+    assert env.done_keys == ["done", "terminated", "truncated"]
+
+
 def test_locked_output_spec_can_be_unlocked_and_mutated():
     env = CountingEnv()
-    with pytest.raises(RuntimeError):
-        env.output_spec["full_done_spec", "done"] = done_leaf()
     env.output_spec.unlock_()
     env.output_spec["full_done_spec", "done"].dtype = torch.int
     assert env.full_done_spec["done"].dtype == torch.int

@@ -75,7 +75,7 @@ class EnvBase(EnvSpecsMixin, nn.Module):
     - ``_assert_tensordict_shape(td)``: the batch-size check of ``step``/``reset``;
     - ``_any_done(td)``: whether a root (after ``step_mdp``) is done, root levels prevailing;
     - ``_step_mdp``: the cached ``StepMDP(self, exclude_action=False)`` used by rollout;
-    - ``empty_cache()``: forget key lists and plans after mutating an unlocked spec.
+    - ``empty_cache()``: forget key lists and plans (any change of the specs calls it).
 
     Internal state lives in ``self.__dict__`` (``_device``, ``_batch_size``, ``_output_spec``,
     ``_input_spec``, ``_cache``, ``_run_type_checks``, ``_allow_done_after_reset``,
@@ -167,12 +167,14 @@ class EnvBase(EnvSpecsMixin, nn.Module):
             spec = self.__dict__.get(name)
             if spec is None:
                 continue
-            spec = spec.clone().unlock_()
+            spec = spec.clone()
             for entry in spec.values():
                 entry.shape = value
             spec.shape = value
-            reshaped[name] = spec.lock_()
-        self.__dict__.update(reshaped, _batch_size=value)
+            reshaped[name] = spec
+        self.__dict__["_batch_size"] = value
+        for name, spec in reshaped.items():
+            self._spec_store(name, spec)
         self.empty_cache()
 
     @property
@@ -675,10 +677,9 @@ class EnvBase(EnvSpecsMixin, nn.Module):
         device = parse_device(device)
         if device == self.device:
             return self
-        state = self.__dict__
-        state["_output_spec"] = self.output_spec.to(device).lock_()
-        state["_input_spec"] = self.input_spec.to(device).lock_()
-        state["_device"] = device
+        self._spec_store("_output_spec", self.output_spec.to(device))
+        self._spec_store("_input_spec", self.input_spec.to(device))
+        self.__dict__["_device"] = device
         self.empty_cache()
         return super().to(device)
 

@@ -43,9 +43,9 @@ class _SpecView(EnvSpecsMixin):
         self.batch_size = env.batch_size
         self.device = env.device
         self.batch_locked = env.batch_locked
-        self.__dict__["_output_spec"] = env.output_spec.clone().lock_()
-        self.__dict__["_input_spec"] = env.input_spec.clone().lock_()
         self.__dict__["_cache"] = {}
+        self._spec_store("_output_spec", env.output_spec.clone())
+        self._spec_store("_input_spec", env.input_spec.clone())
 
 
 class EnvCreator:

@@ -1,7 +1,18 @@
-"""Spec properties and cached key lists of ``EnvBase`` (a mixin, kept apart for size)."""
+"""Spec properties and cached key lists of ``EnvBase`` (a mixin, kept apart for size).
+
+Specs users may edit in place, as in torchrl 0.4: ``output_spec`` and ``input_spec`` are locked
+at their top level only (their ``full_*_spec`` entries are replaced through the setters), and
+everything inside is writable (``env.observation_spec["pixels"] = spec``, ``del
+env.full_done_spec["truncated"]``, ``env.action_spec.dtype = ...``). Unlike torchrl 0.4, no cache
+goes stale: the env observes both containers (``Composite.observe_``) and every change inside
+them empties its cache (key lists, done plans, step plans, a batched env's input rules) and tells
+the envs built on it (a ``TransformedEnv`` rebuilds its specs on next use). Nothing is checked
+per step: work happens only when a spec changes.
+"""
 
 from __future__ import annotations
 
+import weakref
 from typing import Any
 
 import torch
@@ -9,7 +20,7 @@ from tensordict.utils import NestedKey
 
 from rlspecs import Categorical, Composite, TensorSpec, Unbounded
 
-__all__ = ["EnvSpecsMixin", "sort_keys"]
+__all__ = ["EnvSpecsMixin", "SpecDependents", "SpecObserver", "sort_keys"]
 
 SPEC_BATCH_MISMATCH = (
     "The {name} spec has shape {shape} but its leading dims must match the env batch_size "
@@ -49,13 +60,100 @@ def complete_done_spec(spec: Composite) -> Composite:
     return spec
 
 
+class SpecObserver:
+    """The callback an env attaches to its specs: a change empties the env's cache.
+
+    Holds only a weak reference to the env. It pickles (with the env's ``__dict__``) as a
+    callback bound to no env; the env attaches a new one to its specs when next read.
+
+    Examples:
+        >>> from rlspecs import Composite, Unbounded
+        >>> class Env(EnvSpecsMixin):
+        ...     batch_size, device = torch.Size(()), None
+        >>> env = Env()
+        >>> env.empty_cache()
+        >>> env.observation_keys
+        []
+        >>> env.full_observation_spec["x"] = Unbounded(1)  # observed: the cache is emptied
+        >>> env.observation_keys
+        ['x']
+    """
+
+    __slots__ = ("env", "__weakref__")
+
+    def __init__(self, env: Any = None) -> None:
+        self.env = weakref.ref(env) if env is not None else _no_env
+
+    def __call__(self, spec: Any = None) -> None:
+        env = self.env()
+        if env is not None:
+            env.empty_cache()
+
+    def __reduce__(self) -> tuple:
+        return (SpecObserver, ())
+
+
+def _no_env() -> None:
+    return None
+
+
+class SpecDependents:
+    """Weak references to the envs derived from an env's specs (``TransformedEnv``).
+
+    ``EnvSpecsMixin.empty_cache`` calls ``dependent._on_base_spec_change()`` on each live one.
+    It pickles empty: a dependent registers again when it is unpickled.
+
+    Examples:
+        >>> deps = SpecDependents()
+        >>> class Env:
+        ...     def _on_base_spec_change(self):
+        ...         print("base changed")
+        >>> env = Env()
+        >>> deps.add(env)
+        >>> deps.call()
+        base changed
+    """
+
+    __slots__ = ("refs",)
+
+    def __init__(self) -> None:
+        self.refs: list[weakref.ref] = []
+
+    def add(self, env: Any) -> None:
+        """Register ``env`` (once)."""
+        self.refs = [ref for ref in self.refs if ref() is not None]
+        if not any(ref() is env for ref in self.refs):
+            self.refs.append(weakref.ref(env))
+
+    def discard(self, env: Any) -> None:
+        """Forget ``env``."""
+        self.refs = [ref for ref in self.refs if ref() is not None and ref() is not env]
+
+    def call(self) -> None:
+        """Tell every live dependent that the specs it was built from changed."""
+        for ref in list(self.refs):
+            env = ref()
+            if env is not None:
+                env._on_base_spec_change()
+
+    def __reduce__(self) -> tuple:
+        return (SpecDependents, ())
+
+
 class EnvSpecsMixin:
     """Spec properties with setters and key lists cached from the specs.
 
     Storage: ``self.__dict__["_output_spec"]`` (``full_observation_spec``, ``full_reward_spec``,
     ``full_done_spec``) and ``self.__dict__["_input_spec"]`` (``full_action_spec``,
-    ``full_state_spec``), both locked Composites of shape ``batch_size``; the key cache lives in
-    ``self.__dict__["_cache"]`` and is cleared by every setter (``empty_cache()``).
+    ``full_state_spec``), both Composites of shape ``batch_size`` locked at their top level only;
+    the key cache lives in ``self.__dict__["_cache"]``.
+
+    What empties the cache (``empty_cache()``, which also tells the envs built on this one):
+    the setters, ``batch_size``/``device``/``to``, and any change inside the two containers
+    (observed with a ``SpecObserver``): an entry set or deleted at any depth, a nested
+    composite's ``shape``/``device`` assigned, a leaf's ``shape``/``dtype``/``device``
+    assigned. Not tracked: in-place changes of a spec's tensors (bounds, masks), which no cache
+    holds.
     """
 
     batch_size: torch.Size
@@ -104,7 +202,7 @@ class EnvSpecsMixin:
             shape=self.batch_size,
             device=self.device,
         )
-        return spec.lock_()
+        return spec.lock_(recurse=False)
 
     def _spec_default_input(self) -> Composite:
         spec = Composite(
@@ -113,25 +211,62 @@ class EnvSpecsMixin:
             shape=self.batch_size,
             device=self.device,
         )
-        return spec.lock_()
+        return spec.lock_(recurse=False)
 
     def _spec_set_entry(self, parent: str, name: str, spec: Composite) -> None:
         container = self.output_spec if parent == "_output_spec" else self.input_spec
-        container.unlock_()
+        container.unlock_(recurse=False)
         try:
-            container[name] = spec
+            container[name] = spec  # observed: empties the cache
         finally:
-            container.lock_()
+            container.lock_(recurse=False)
         self.empty_cache()
+
+    # ------------------------------------------------------------------ observation of the specs
+    def _spec_observer(self) -> SpecObserver:
+        """This env's observer (a new one when the ``__dict__`` was copied from another env)."""
+        state = self.__dict__
+        observer = state.get("_spec_callback")
+        if observer is None or observer.env() is not self:
+            observer = state["_spec_callback"] = SpecObserver(self)
+        return observer
+
+    def _spec_watch(self, spec: Composite) -> Composite:
+        """``spec``, observed by this env (attached once; copies and pickles drop observers)."""
+        observer = self._spec_observer()
+        if observer not in spec.observers:
+            spec.observe_(observer)
+        return spec
+
+    def _spec_store(self, name: str, spec: Composite) -> None:
+        """Store a container (``_output_spec``/``_input_spec``): top-level lock, observed."""
+        self.__dict__[name] = self._spec_watch(spec.lock_(recurse=False))
+        self.empty_cache()
+
+    def _spec_add_dependent(self, env: Any) -> None:
+        """Call ``env._on_base_spec_change()`` whenever this env's specs change."""
+        dependents = self.__dict__.get("_spec_dependents")
+        if dependents is None:
+            dependents = self.__dict__["_spec_dependents"] = SpecDependents()
+        dependents.add(env)
+
+    def _spec_remove_dependent(self, env: Any) -> None:
+        dependents = self.__dict__.get("_spec_dependents")
+        if dependents is not None:
+            dependents.discard(env)
 
     # ------------------------------------------------------------------ containers
     @property
     def output_spec(self) -> Composite:
-        """Locked Composite with ``full_observation_spec``, ``full_reward_spec``, ``full_done_spec``."""
+        """Composite with ``full_observation_spec``, ``full_reward_spec``, ``full_done_spec``.
+
+        Locked at its top level (set those three through their setters); what is inside may be
+        edited in place and the env's caches follow.
+        """
         spec = self.__dict__.get("_output_spec")
         if spec is None:
             spec = self.__dict__["_output_spec"] = self._spec_default_output()
-        return spec
+        return self._spec_watch(spec)
 
     @output_spec.setter
     def output_spec(self, value: Composite) -> None:
@@ -148,16 +283,15 @@ class EnvSpecsMixin:
             if name not in value.keys():
                 value[name] = make()
         complete_done_spec(value["full_done_spec"])
-        self.__dict__["_output_spec"] = value.lock_()
-        self.empty_cache()
+        self._spec_store("_output_spec", value)
 
     @property
     def input_spec(self) -> Composite:
-        """Locked Composite with ``full_action_spec`` and ``full_state_spec``."""
+        """Composite with ``full_action_spec`` and ``full_state_spec`` (top level locked)."""
         spec = self.__dict__.get("_input_spec")
         if spec is None:
             spec = self.__dict__["_input_spec"] = self._spec_default_input()
-        return spec
+        return self._spec_watch(spec)
 
     @input_spec.setter
     def input_spec(self, value: Composite) -> None:
@@ -168,8 +302,7 @@ class EnvSpecsMixin:
         for name in INPUT_ENTRIES:
             if name not in value.keys():
                 value[name] = self._spec_empty()
-        self.__dict__["_input_spec"] = value.lock_()
-        self.empty_cache()
+        self._spec_store("_input_spec", value)
 
     # ------------------------------------------------------------------ observation / state
     @property
@@ -282,8 +415,15 @@ class EnvSpecsMixin:
 
     # ------------------------------------------------------------------ cached keys
     def empty_cache(self) -> None:
-        """Forgets the key lists and step plans derived from the specs (setters call it)."""
-        self.__dict__["_cache"] = {}
+        """Forgets the key lists and step plans derived from the specs; tells dependent envs.
+
+        Called by the setters and by any change inside the specs (see the class docstring).
+        """
+        state = self.__dict__
+        state["_cache"] = {}
+        dependents = state.get("_spec_dependents")
+        if dependents is not None:
+            dependents.call()
 
     def _cache_get(self, name: str, compute: Any) -> Any:
         cache = self.__dict__["_cache"]

@@ -129,8 +129,8 @@ _SPEC_HOOKS = (
 
 
 def _unlocked(spec: Any) -> Any:
-    """`spec`, or an unlocked copy of it when it is a locked Composite (an env's own specs)."""
-    if isinstance(spec, Composite) and spec.is_locked:
+    """`spec`, or an unlocked copy of it when it is an env's own (a locked or observed Composite)."""
+    if isinstance(spec, Composite) and (spec.is_locked or spec.observers):
         return spec.clone().unlock_()
     return spec
 

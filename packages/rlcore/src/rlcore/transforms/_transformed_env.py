@@ -10,6 +10,7 @@ from tensordict import TensorDictBase
 from torch import nn
 
 from .._env_base import EnvBase
+from .._env_specs import EnvSpecsMixin
 from ._base import Compose, Transform, _members, as_transform
 
 __all__ = ["TransformedEnv"]
@@ -60,8 +61,11 @@ class TransformedEnv(EnvBase):
     """An env whose outputs go through `transform` and whose inputs go through its inverse.
 
     Specs are the base env's specs passed through the transform, computed once and recomputed
-    only when the transform changes (`append_transform`, `insert_transform`, `Compose.append`,
-    setting `env.transform`, `to`). The device and batch size are the base env's as the
+    when the transform changes (`append_transform`, `insert_transform`, `Compose.append`,
+    setting `env.transform`, `to`) and, on next use, after the base env's specs change (a
+    setter, or an edit inside them such as `env.base_env.observation_spec["x"] = spec`). Edits
+    made to this env's own specs last until they are recomputed. The device and batch size are
+    the base env's as the
     transform sees them (`Transform.transform_env_device` / `transform_env_batch_size`).
     Unknown attributes are looked up on the base env; `set_seed`, `close` and `to` are
     forwarded to it. Wrapping a `TransformedEnv` unwraps it: the result holds the inner base env
@@ -132,8 +136,45 @@ class TransformedEnv(EnvBase):
             super().__setattr__(name, value)
 
     def _set_base_env(self, env: EnvBase) -> None:
+        previous = self.__dict__.get("_base_env")
+        if previous is not None and previous is not env:
+            previous._spec_remove_dependent(self)
         self._modules["base_env"] = env
         self.__dict__["_base_env"] = env
+        env._spec_add_dependent(self)  # its spec changes make ours stale
+
+    def _on_base_spec_change(self) -> None:
+        """The base env's specs changed: rebuild ours on next use; forget what derives from them."""
+        state = self.__dict__
+        state["_specs_stale"] = True
+        transform = self.transform
+        transform.empty_cache()
+        base_env = self.base_env
+        state["_device"] = transform.transform_env_device(base_env.device)
+        state["_batch_size"] = transform.transform_env_batch_size(base_env.batch_size)
+        self.empty_cache()
+
+    @property
+    def output_spec(self) -> Any:
+        """The base env's output spec through the transform (rebuilt after base spec changes)."""
+        if self.__dict__.get("_specs_stale"):
+            self._build_specs()
+        return EnvSpecsMixin.output_spec.fget(self)
+
+    output_spec = output_spec.setter(EnvSpecsMixin.output_spec.fset)
+
+    @property
+    def input_spec(self) -> Any:
+        """The base env's input spec through the transform (rebuilt after base spec changes)."""
+        if self.__dict__.get("_specs_stale"):
+            self._build_specs()
+        return EnvSpecsMixin.input_spec.fget(self)
+
+    input_spec = input_spec.setter(EnvSpecsMixin.input_spec.fset)
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        super().__setstate__(state)
+        self.base_env._spec_add_dependent(self)  # dependents are not pickled
 
     def _set_transform(self, transform: Transform, build: bool) -> None:
         transform = as_transform(transform, "TransformedEnv.transform")
@@ -157,21 +198,25 @@ class TransformedEnv(EnvBase):
         transform.empty_cache()
         base_env = self.base_env
         state = self.__dict__
+        state["_specs_stale"] = False  # (spec hooks may read this env's specs meanwhile)
         state["_device"] = transform.transform_env_device(base_env.device)
         state["_batch_size"] = transform.transform_env_batch_size(base_env.batch_size)
-        output_spec = base_env.output_spec.clone()
-        output_spec.unlock_()
-        output_spec = transform.transform_output_spec(output_spec)
-        input_spec = base_env.input_spec.clone()
-        input_spec.unlock_()
-        input_spec = transform.transform_input_spec(input_spec)
-        # stored as the transform made them (the spec setters would complete the done spec: an
-        # ExcludeTransform("done") must stay without "done")
-        self._spec_check_batch("output_spec", output_spec)
-        self._spec_check_batch("input_spec", input_spec)
-        state["_output_spec"] = output_spec.lock_()
-        state["_input_spec"] = input_spec.lock_()
-        self.empty_cache()
+        try:
+            output_spec = base_env.output_spec.clone()
+            output_spec.unlock_()
+            output_spec = transform.transform_output_spec(output_spec)
+            input_spec = base_env.input_spec.clone()
+            input_spec.unlock_()
+            input_spec = transform.transform_input_spec(input_spec)
+            # stored as the transform made them (the spec setters would complete the done spec:
+            # an ExcludeTransform("done") must stay without "done")
+            self._spec_check_batch("output_spec", output_spec)
+            self._spec_check_batch("input_spec", input_spec)
+        except BaseException:
+            state["_specs_stale"] = True  # still to rebuild: the next use raises again
+            raise
+        self._spec_store("_output_spec", output_spec)
+        self._spec_store("_input_spec", input_spec)
         self.__dict__["_has_inverse"] = transform.has_inverse
 
     def append_transform(
