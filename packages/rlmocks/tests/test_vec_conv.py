@@ -230,3 +230,40 @@ def test_type_checks_catch_outputs_that_leave_the_spec():
     env.output_spec["full_reward_spec", "reward"].dtype = torch.int
     with pytest.raises(TypeError, match="expected"):
         check_env_specs(env)
+
+
+CONTINUOUS = [ContinuousActionVecMockEnv, ContinuousActionConvMockEnv]
+
+
+@pytest.mark.parametrize("cls", CONTINUOUS)
+@pytest.mark.parametrize("batch_size", [(), (2,)])
+def test_reassigned_observation_spec_still_passes_check_env_specs(cls, batch_size):
+    # the state (`_out_key`) is no longer an observation: reset draws it from the state spec
+    from rlspecs import Composite
+
+    env = cls(batch_size=batch_size)
+    env.observation_spec = Composite(
+        {env.out_key: env.observation_spec[env.out_key].clone()}, shape=batch_size
+    )
+    assert env.state_keys == [env._out_key] and env.observation_keys == [env.out_key]
+    td = env.reset()
+    assert td[env._out_key].shape == env.state_spec[env._out_key].shape
+    check_env_specs(env)
+
+
+@pytest.mark.parametrize("cls", CONTINUOUS)
+def test_reassigned_observation_spec_keeps_the_default_draws(cls):
+    # observation and state both still observations: reset draws exactly as before
+    expected = cls().reset()  # construction seeds the global RNG with 100
+    env = cls()
+    env.observation_spec = env.observation_spec.clone()
+    env.set_seed(100)
+    assert (env.reset() == expected).all()
+
+
+@pytest.mark.parametrize("cls", ALL)
+def test_a_step_without_its_state_names_the_missing_key(cls):
+    env = cls()
+    td = env.rand_action(env.reset()).exclude(env._out_key)
+    with pytest.raises(KeyError, match=re.escape(repr(env._out_key))):
+        env.step(td)

@@ -30,6 +30,10 @@ __all__ = [
 ONE_HOT_SUM_ERROR = (
     "{cls}: each one-hot 'action' must have exactly one True entry, got sums {sums}."
 )
+MISSING_STATE = (
+    "{cls}._step reads the state {key!r} from its input (reset outputs it while the state "
+    "spec holds it); got keys {keys}."
+)
 
 
 def _cast_leaves(
@@ -151,6 +155,19 @@ class _MockEnv(EnvBase):
     def _done_false(self) -> torch.Tensor:
         return torch.zeros((*self.batch_size, 1), dtype=torch.bool, device=self.device)
 
+    def _state_in(self, tensordict: TensorDictBase) -> torch.Tensor:
+        """The 7-vector of the state entry ``_out_key`` of a step's input."""
+        state = tensordict.get(self._out_key, None)
+        if state is None:
+            raise KeyError(
+                MISSING_STATE.format(
+                    cls=type(self).__name__,
+                    key=self._out_key,
+                    keys=sorted(map(str, tensordict.keys(True, True))),
+                )
+            )
+        return self._obs_in(state)
+
 
 class DiscreteActionVecMockEnv(_MockEnv):
     """A 7-vector state that one-hot actions nudge by 1/100; reward when it hits ``counter + 1``.
@@ -215,7 +232,7 @@ class DiscreteActionVecMockEnv(_MockEnv):
                 raise ValueError(
                     ONE_HOT_SUM_ERROR.format(cls=type(self).__name__, sums=sums.tolist())
                 )
-        vec = self._obs_in(tensordict.get(self._out_key))
+        vec = self._state_in(tensordict)
         if action.ndim < vec.ndim:
             action = action.unsqueeze(-1)
         obs = vec + action / self.maxstep
@@ -314,7 +331,9 @@ class ContinuousActionVecMockEnv(_MockEnv):
     (*B, 1); done/terminated bool (*B, 1).
 
     Reset bumps ``counter``, zeroes ``step_count`` and draws both observations from the
-    global RNG (``observation_spec.rand()``). A step increments ``step_count``, adds
+    global RNG (``observation_spec.rand()``); a state entry that the observation spec no
+    longer holds (after ``observation_spec`` is reassigned) is drawn from the state spec, so
+    the step always finds it. A step increments ``step_count``, adds
     ``action / 100`` to ``observation_orig`` and writes it to both keys; reward, done and
     terminated are 1/True where any entry is close to ``counter + 1`` (practically never).
 
@@ -337,6 +356,10 @@ class ContinuousActionVecMockEnv(_MockEnv):
         self.step_count = 0
         result = TensorDict(batch_size=self.batch_size, device=self.device)
         result.update(self.observation_spec.rand())
+        drawn = result.keys(True, True)
+        for key in self.state_keys:
+            if key not in drawn:
+                result.set(key, self.full_state_spec[key].rand())
         result.set("done", self._done_false())
         result.set("terminated", self._done_false())
         return result
@@ -344,7 +367,7 @@ class ContinuousActionVecMockEnv(_MockEnv):
     def _step(self, tensordict: TensorDictBase) -> TensorDictBase:
         self.step_count += 1
         tensordict = tensordict.to(self.device)
-        vec = self._obs_in(tensordict.get(self._out_key))
+        vec = self._state_in(tensordict)
         action = tensordict.get("action")
         if action.ndim < vec.ndim:  # image states keep a channel dim: (*B, C, W)
             action = action.unsqueeze(-2)
