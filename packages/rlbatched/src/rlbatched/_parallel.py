@@ -26,6 +26,11 @@ DEFAULT_START_TIMEOUT_S = 300.0  # start-up (imports, env building), when worker
 STEP = b"s"  # the one-byte per-step command
 LABEL = "ParallelEnv worker"
 AFTER_LOSS = "; the env was closed and reopens on the next reset()."
+NO_SLOT = (
+    "ParallelEnv: {role} {key!r} is in the env's specs but not in the shared buffer, laid out "
+    "from the sub-envs' specs when the workers started; edit the sub-envs' specs (in their "
+    "constructor or factory) rather than the ParallelEnv's."
+)
 STEP_ROLES = (ACTION, STATE, OBSERVATION)
 RESET_ROLES = (ACTION, STATE, OBSERVATION, DONE)
 
@@ -202,15 +207,33 @@ class ParallelEnv(BatchedEnvBase):
             )
         else:
             self._reset_view = parent.select(*self._reset_output_keys(0), strict=False)
-        root = parent.exclude("next")
         self._plans = {}
-        for phase, roles in (("step", STEP_ROLES), ("reset", RESET_ROLES)):
-            rules = self._input_rules(roles)
-            if rules[0] == "flat":
-                _, keys, flat = rules
-                self._plans[phase] = ("flat", keys, flat, get_many(root, keys))
-            else:
-                self._plans[phase] = ("tree", rules[1], [root[i] for i in workers])
+        for phase in ("step", "reset"):
+            self._plan(phase)
+
+    def _plan(self, phase: str) -> tuple:
+        """The input rules of ``phase`` and where each input leaf goes in the shared buffer.
+
+        Built at start, and again after the specs change (``empty_cache`` drops them).
+        """
+        root = self.shared_tensordict_parent.exclude("next")
+        rules = self._input_rules(STEP_ROLES if phase == "step" else RESET_ROLES)
+        if rules[0] == "flat":
+            _, keys, flat = rules
+            dsts = get_many(root, keys)
+            for rule, dst in zip(flat, dsts):
+                if dst is None:  # a key added to this env's specs, not to its sub-envs'
+                    raise KeyError(NO_SLOT.format(role=rule.role, key=rule.key))
+            plan = ("flat", keys, flat, dsts)
+        else:
+            plan = ("tree", rules[1], [root[i] for i in range(self.num_workers)])
+        self._plans[phase] = plan
+        return plan
+
+    def empty_cache(self) -> None:
+        """Forget what is derived from the specs, the input plans included."""
+        super().empty_cache()
+        self.__dict__["_plans"] = {}
 
     def close(self) -> None:
         """Stop the workers and release shared memory; ``reset`` starts them again.
@@ -298,7 +321,7 @@ class ParallelEnv(BatchedEnvBase):
         Returns None when every input leaf was written, else, per worker, the keys that were
         not (absent, or observations that do not fit): the workers leave those out.
         """
-        plan = self._plans[phase]
+        plan = self._plans.get(phase) or self._plan(phase)
         where = f"ParallelEnv.{phase}"
         require = phase == "step"
         if plan[0] == "flat":
