@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import multiprocessing
 import re
+import sys
 
 import pytest
 import torch
@@ -369,4 +370,16 @@ def test_batches_whose_keys_change_get_a_new_buffer():
     assert second is not first
     assert second["extra"].shape == (4, 2)
     assert second.get(TRAJ_IDS).tolist() == [1, 1, 1, 1]
+    collector.shutdown()
+
+
+def test_progress_bar_without_tqdm_names_the_extra_and_its_command(monkeypatch):
+    monkeypatch.setitem(sys.modules, "tqdm", None)  # `import tqdm` now fails, as if absent
+    collector = SyncDataCollector(
+        CountingEnv(), None, frames_per_batch=4, total_frames=8, progress_bar=True
+    )
+    with pytest.raises(
+        ImportError, match=r"rlcollectors\[progress\]\); install it with: pip install"
+    ):
+        next(iter(collector))
     collector.shutdown()

@@ -20,7 +20,7 @@ def test_missing_ray_names_the_extra(monkeypatch):
     monkeypatch.setitem(sys.modules, "ray", None)  # what `import ray` meets when it is absent
     with pytest.raises(ImportError, match=re.escape(MISSING_RAY)):
         RayCollector(CountingEnv, frames_per_batch=8, total_frames=8)
-    assert 'pip install "rlcollectors[ray]"' in MISSING_RAY
+    assert "rlcollectors[ray]" in MISSING_RAY and "install it with: pip install" in MISSING_RAY
 
 
 def test_collector_starts_and_stops_its_own_ray():

@@ -77,7 +77,7 @@ def test_without_a_plugin_the_error_names_the_install_command(monkeypatch):
     )
     with pytest.raises(ImportError, match=re.escape(message)):
         _Env.register_gym("Thing-v0")
-    assert 'pip install "rllibs[gym]"' in message
+    assert 'pip install --find-links dist "rllibs[gym]"' in message
 
 
 def test_a_plugin_that_fails_to_load_is_reported_with_its_cause(monkeypatch):

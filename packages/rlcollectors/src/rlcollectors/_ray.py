@@ -10,6 +10,7 @@ import torch
 from tensordict import TensorDict, TensorDictBase
 from torch import nn
 
+import rlcore
 from rlcore import EnvBase
 
 from . import _ray_args as args
@@ -19,7 +20,7 @@ from ._ray_actor import ActorRestartedError, CollectorActor
 from ._split import TRAJ_IDS, split_trajectories
 from ._sync import Policy, SyncDataCollector
 
-MISSING_RAY = 'RayCollector needs Ray; install it with `pip install "rlcollectors[ray]"`.'
+MISSING_RAY = rlcore.missing_extra_message("RayCollector", "ray", "rlcollectors", "ray")
 ACTOR_RAISED = (
     "RayCollector actor {idx} (restart {restart}, pid {pid}) raised while {doing}:\n{cause}"
 )

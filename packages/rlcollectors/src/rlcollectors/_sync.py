@@ -11,7 +11,7 @@ from tensordict import TensorDict, TensorDictBase
 from tensordict.utils import NestedKey
 from torch import nn
 
-from rlcore import EnvBase
+from rlcore import EnvBase, import_optional
 from rlcore.transforms import StepCounter, TransformedEnv
 from rlspecs import parse_device
 
@@ -23,9 +23,6 @@ _BAD_FRAMES_PER_BATCH = "frames_per_batch must be a positive int, got {frames}."
 _FRAMES_NOT_DIVISIBLE = (
     "frames_per_batch={frames} is not a multiple of the number of envs {numel} "
     "(env.batch_size={batch}); pick a multiple so that every env runs the same number of steps."
-)
-_MISSING_TQDM = (
-    'progress_bar=True needs tqdm; install it with `pip install "rlcollectors[progress]"`.'
 )
 
 Policy = Callable[[TensorDictBase], TensorDictBase]
@@ -193,10 +190,7 @@ class SyncDataCollector(CollectorBase):
     def _make_bar(self) -> Any:
         if not self.progress_bar:
             return None
-        try:
-            from tqdm import tqdm
-        except ImportError as err:
-            raise ImportError(_MISSING_TQDM) from err
+        tqdm = import_optional("tqdm", "rlcollectors", "progress", "progress_bar=True").tqdm
         return tqdm(
             total=self.total_frames if self.total_frames >= 0 else None, initial=self._frames
         )

@@ -16,11 +16,12 @@ __all__ = ["ENTRY_POINT_GROUP", "find_gym_registration"]
 ENTRY_POINT_GROUP = "rlcore.register_gym"
 NO_GYM_PLUGIN = (
     "{what} needs rllibs and gymnasium (no package declares a {group!r} entry point); "
-    'install them with: pip install "rllibs[gym]"'
+    'install them with: pip install --find-links dist "rllibs[gym]" (dist: the wheelhouse '
+    "that `nox -s build` makes; see the installing page)"
 )
 BROKEN_GYM_PLUGIN = (
     "{what}: the {group!r} entry point {value!r} could not be loaded ({err}); reinstall it "
-    'with: pip install "rllibs[gym]"'
+    'with: pip install --find-links dist "rllibs[gym]"'
 )
 
 

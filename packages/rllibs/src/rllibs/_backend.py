@@ -23,7 +23,8 @@ BAD_SUBMODULE = "gym_backend({submodule!r}): gymnasium has no submodule {submodu
 def gym_backend(submodule: str | None = None) -> ModuleType:
     """Return gymnasium, or one of its submodules (``gym_backend("spaces")``).
 
-    Raises an ``ImportError`` naming ``pip install "rllibs[gym]"`` when gymnasium is missing.
+    Raises an ``ImportError`` naming the ``rllibs[gym]`` extra and its pip command when gymnasium
+    is missing.
 
     Examples:
         >>> gym_backend().__name__, gym_backend("spaces").__name__

@@ -18,7 +18,7 @@ from tensordict import TensorDictBase
 from rlcore import EnvBase, StepMDP
 from rlspecs import NestedKey, unravel_key
 
-from ._extras import MISSING_EXTRA
+from ._extras import missing_extra
 from ._gym_spaces import make_reader, make_writer, spec_to_space
 
 try:  # the classes below subclass gymnasium's: this module needs it at import
@@ -26,9 +26,7 @@ try:  # the classes below subclass gymnasium's: this module needs it at import
     from gymnasium.vector import AutoresetMode
     from gymnasium.vector.utils import batch_space
 except ImportError as err:
-    raise ImportError(
-        MISSING_EXTRA.format(what="register_gym", module="gymnasium", extra="gym")
-    ) from err
+    raise ImportError(missing_extra("register_gym", "gymnasium", "gym")) from err
 
 __all__ = ["ExportedGymEnv", "ExportedGymVectorEnv"]
 
