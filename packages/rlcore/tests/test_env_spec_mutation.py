@@ -16,7 +16,13 @@ import torch
 from tensordict import TensorDict
 
 from rlcore import EnvBase, EnvCreator, check_env_specs
-from rlcore.transforms import DoubleToFloat, RenameTransform, StepCounter, TransformedEnv
+from rlcore.transforms import (
+    DoubleToFloat,
+    RenameTransform,
+    RewardSum,
+    StepCounter,
+    TransformedEnv,
+)
 from rlspecs import Bounded, Categorical, Composite, Unbounded
 
 
@@ -311,6 +317,17 @@ def test_transformed_env_step_path_uses_the_rebuilt_specs():
     base.observation_spec["obs"] = Unbounded(6)
     assert env.rollout(2)["next", "renamed"].shape == (2, 6)
     assert env.observation_spec["renamed"].shape == (6,)
+
+
+def test_stateful_transforms_learn_the_edit_before_the_next_step():
+    base = SpecDrivenEnv()
+    env = TransformedEnv(base, RewardSum())  # learns the reward keys from the specs
+    td = env.reset()
+    td["action"] = torch.zeros(1)
+    env.step(td)
+    add_nested_reward(base)
+    td = env.step(td)  # no spec read in between: the specs were rebuilt at the edit
+    assert td["next", "agent", "episode_reward"].shape == (1,)
 
 
 def test_transformed_env_of_a_transformed_env_follows_the_innermost_base():

@@ -62,9 +62,10 @@ class TransformedEnv(EnvBase):
 
     Specs are the base env's specs passed through the transform, computed once and recomputed
     when the transform changes (`append_transform`, `insert_transform`, `Compose.append`,
-    setting `env.transform`, `to`) and, on next use, after the base env's specs change (a
-    setter, or an edit inside them such as `env.base_env.observation_spec["x"] = spec`). Edits
-    made to this env's own specs last until they are recomputed. The device and batch size are
+    setting `env.transform`, `to`) and when the base env's specs change (a setter, or an edit
+    inside them such as `env.base_env.observation_spec["x"] = spec`; if the transform refuses
+    the edited specs, their next use raises). Edits made to this env's own specs last until
+    they are recomputed. The device and batch size are
     the base env's as the
     transform sees them (`Transform.transform_env_device` / `transform_env_batch_size`).
     Unknown attributes are looked up on the base env; `set_seed`, `close` and `to` are
@@ -144,15 +145,17 @@ class TransformedEnv(EnvBase):
         env._spec_add_dependent(self)  # its spec changes make ours stale
 
     def _on_base_spec_change(self) -> None:
-        """The base env's specs changed: rebuild ours on next use; forget what derives from them."""
-        state = self.__dict__
-        state["_specs_stale"] = True
-        transform = self.transform
-        transform.empty_cache()
-        base_env = self.base_env
-        state["_device"] = transform.transform_env_device(base_env.device)
-        state["_batch_size"] = transform.transform_env_batch_size(base_env.batch_size)
-        self.empty_cache()
+        """The base env's specs changed: rebuild ours now, so no step runs on the old ones.
+
+        An edit may pass through states the transform refuses (a key renamed by two edits):
+        then the specs stay stale and their next use rebuilds them again, raising if the
+        base env's specs are still refused.
+        """
+        try:
+            self._build_specs()
+        except Exception:  # noqa: BLE001 - raised again by the next use of the specs
+            self.transform.empty_cache()
+            self.empty_cache()
 
     @property
     def output_spec(self) -> Any:
