@@ -12,9 +12,10 @@ from rlcore import EnvBase
 
 from . import _td_fast
 from ._batched_base import BatchedEnvBase, step_function
+from ._dense import SUB_ENV_NOTE, DenseBatch
 from ._inputs import ACTION, STATE
 
-SUB_ENV_NOTE = "raised by sub-env {index} of SerialEnv during {phase}"
+__all__ = ["SerialEnv"]
 
 
 class SerialEnv(BatchedEnvBase):
@@ -24,6 +25,11 @@ class SerialEnv(BatchedEnvBase):
     single envs' rollouts. A step's input is checked as in ``ParallelEnv`` (every action leaf
     present, exact shapes, values that fit the spec's dtype); after ``close()``, stepping
     raises ``rlcore.EnvClosedError`` until ``reset()``.
+
+    Fast path: when every sub-env offers a dense stepper with the same layout (every unbatched
+    ``GymEnv``: ``rlcore.DenseStepper``), steps and resets write each sub-env's results
+    straight into the batched tensors (``rlbatched._dense``), with the same results as the
+    general path, which stacks one tensordict per sub-env and runs for anything else.
 
     Examples:
         >>> from rlbatched import SerialEnv
@@ -54,6 +60,8 @@ class SerialEnv(BatchedEnvBase):
         )
         self._envs: list[EnvBase] | None = None
         self._reset_templates: list[TensorDictBase] | None = None
+        self._dense: DenseBatch | None = None
+        self._dense_allowed = True  # False: the general path always (tests compare the two)
         self.is_closed = True
 
     def _started(self) -> bool:
@@ -62,15 +70,35 @@ class SerialEnv(BatchedEnvBase):
     def _start_workers(self) -> None:
         self._envs = [fn(**kw) for fn, kw in zip(self.create_env_fn, self.create_env_kwargs)]
         self._env_devices = [env.device for env in self._envs]
+        self._plan_steps()
+        self.is_closed = False
+
+    def _plan_steps(self) -> None:
+        """Decide how the sub-envs are stepped: densely where all offer it, else one by one."""
+        envs = self._envs
         self._step_fns = [
             step_function(env, post_process=self._lazy_stack or env._run_type_checks)
-            for env in self._envs
+            for env in envs
         ]
-        self.is_closed = False
+        self._dense = None
+        if self._dense_allowed and not self._lazy_stack:
+            meta = self._metas[0]
+            self._dense = DenseBatch.build(
+                envs, self.batch_size, self._reset_output_keys(0), self._zero_reset_td(meta)
+            )
+
+    def _current_dense(self) -> DenseBatch | None:
+        """The dense batch, decided again first if a sub-env's specs changed since."""
+        dense = self._dense
+        if dense is not None and not dense.current():
+            self._plan_steps()
+            dense = self._dense
+        return dense
 
     def close(self) -> None:
         """Close every sub-env; ``reset`` creates them again (``step`` raises until then)."""
         envs, self._envs = self._envs, None
+        self._dense = None
         self.is_closed = True
         if envs is not None:
             self._must_reset = True
@@ -88,6 +116,9 @@ class SerialEnv(BatchedEnvBase):
         self._check_batch(tensordict)
         self._open_for_step()
         self._check_inputs(tensordict, "step", (ACTION, STATE))
+        dense = self._current_dense()
+        if dense is not None:
+            return self._to_out_device(dense.step(tensordict))
         tds = _td_fast.unbind(tensordict)
         in_device = tensordict.device
         if any(d is not None and d != in_device for d in self._env_devices):
@@ -107,6 +138,12 @@ class SerialEnv(BatchedEnvBase):
         if tensordict is not None:
             self._check_inputs(tensordict, "reset", (ACTION, STATE))
         needs = self._workers_to_reset(masks)
+        dense = None if kwargs else self._current_dense()
+        if dense is not None:
+            out = dense.reset(tensordict, needs)
+            if out is not None:
+                self._must_reset = False
+                return self._to_out_device(out)
         tds = tensordict.unbind(0) if tensordict is not None else [None] * self.num_workers
         if self._reset_templates is None:
             self._reset_keys_out = [self._reset_output_keys(i) for i in range(self.num_workers)]

@@ -6,6 +6,7 @@ Transforms live in the ``rlcore.transforms`` subpackage (imported explicitly).
 from rlspecs import make_composite_from_td
 
 from ._checks import check_env_specs
+from ._dense_step import DenseLeaf, DenseStepper, dense_stepper, is_current
 from ._done import terminated_or_truncated
 from ._env_base import EnvBase
 from ._env_creator import EnvCreator
@@ -33,6 +34,11 @@ __all__ = [
     "EnvCreator",
     "CloudpickleBox",
     "clean_worker_environ",
+    # dense steps into batched buffers (batched envs and the sub-envs that offer them)
+    "DenseStepper",
+    "DenseLeaf",
+    "dense_stepper",
+    "is_current",
     # transitions and done flags
     "step_mdp",
     "StepMDP",

@@ -10,6 +10,7 @@ from tensordict import TensorDict, TensorDictBase
 from tensordict.utils import NestedKey
 from torch import nn
 
+from rlcore._dense_step import DenseStepper
 from rlcore._done import any_true, flag_done, reduce_to_batch
 from rlcore._done_plan import complete_done, done_levels, merge_reset
 from rlcore._env_specs import EnvSpecsMixin
@@ -75,7 +76,9 @@ class EnvBase(EnvSpecsMixin, nn.Module):
     - ``_assert_tensordict_shape(td)``: the batch-size check of ``step``/``reset``;
     - ``_any_done(td)``: whether a root (after ``step_mdp``) is done, root levels prevailing;
     - ``_step_mdp``: the cached ``StepMDP(self, exclude_action=False)`` used by rollout;
-    - ``empty_cache()``: forget key lists and plans (any change of the specs calls it).
+    - ``empty_cache()``: forget key lists and plans (any change of the specs calls it);
+    - ``_dense_stepper()``: optional, None here; an env with a fixed dense layout returns a
+      ``DenseStepper`` that batched envs use to step it straight into their buffers.
 
     Internal state lives in ``self.__dict__`` (``_device``, ``_batch_size``, ``_output_spec``,
     ``_input_spec``, ``_cache``, ``_run_type_checks``, ``_allow_done_after_reset``,
@@ -225,6 +228,14 @@ class EnvBase(EnvSpecsMixin, nn.Module):
 
     def _set_seed(self, seed: int | None) -> None:
         raise NotImplementedError(f"{type(self).__name__} must implement _set_seed(seed)")
+
+    def _dense_stepper(self) -> DenseStepper | None:
+        """A ``DenseStepper`` for batched envs to step this env into their buffers, or None.
+
+        Optional (None: batched envs stack this env's tensordicts); see ``rlcore._dense_step``.
+        Batched envs ask ``rlcore._dense_step.dense_stepper(env)``, which caches the answer.
+        """
+        return None
 
     # ------------------------------------------------------------------ plans (cached)
     @property

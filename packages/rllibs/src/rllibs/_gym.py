@@ -10,6 +10,7 @@ from tensordict import TensorDictBase
 from rlspecs import Categorical, Composite, TensorSpec, Unbounded
 
 from ._extras import import_optional
+from ._gym_dense import action_rows, obs_rows
 from ._gym_like import GymLikeEnv
 from ._gym_spaces import is_image_space, make_reader, make_writer, space_to_spec
 from ._gym_vector import VectorCalls
@@ -262,7 +263,9 @@ def set_specs_from_spaces(
 
     The specs are expanded to ``env.batch_size``. A non-Dict observation goes under
     ``observation_key``, by default ``"pixels"`` for images and ``"observation"`` otherwise.
-    Sets ``env._read_obs`` and ``env._write_action`` (see ``GymLikeEnv``).
+    Sets ``env._read_obs`` and ``env._write_action`` (see ``GymLikeEnv``), and, for an
+    unbatched env, ``env._obs_rows`` and ``env._action_rows`` (the same conversions for its
+    dense stepper, or None).
 
     Examples:
         >>> import gymnasium as gym
@@ -285,6 +288,7 @@ def set_specs_from_spaces(
     env._write_action = make_writer(action_space, action_spec, ndim)
 
     obs_spec = space_to_spec(obs_space, **kwargs)
+    key = None
     if isinstance(obs_space, Dict):
         observation_spec = obs_spec
         env._read_obs = make_reader(obs_space, obs_spec, ndim)
@@ -293,6 +297,9 @@ def set_specs_from_spaces(
         observation_spec = Composite({key: obs_spec}, shape=(), device=device)
         read = make_reader(obs_space, obs_spec, ndim)
         env._read_obs = lambda obs: {key: read(obs)}
+    # the same conversions on rows of batched buffers (GymLikeEnv's dense stepper)
+    env._obs_rows = None if ndim else obs_rows(obs_space, obs_spec, key, env._read_obs)
+    env._action_rows = None if ndim else action_rows(action_space, env._write_action)
 
     flag = Categorical(2, shape=(1,), device=device, dtype=torch.bool)
     reward = Unbounded(shape=(1,), device=device, dtype=torch.float32)

@@ -9,10 +9,11 @@ import numpy as np
 import torch
 from tensordict import TensorDict, TensorDictBase
 
-from rlcore import EnvBase
+from rlcore import DenseStepper, EnvBase
 from rlspecs import Composite
 from rlspecs.private_apis import td_new
 
+from ._gym_dense import gym_dense_stepper
 from ._gym_rollout import fast_rollout
 from ._info_reader import default_info_dict_reader
 from ._wrapper_api import LibraryWrapperAPI
@@ -81,10 +82,14 @@ class GymLikeEnv(LibraryWrapperAPI, EnvBase):
     def _set_seed(self, seed: int | None) -> None:
         self._pending_seed = seed
 
-    def _reset(self, tensordict: TensorDictBase | None = None, **kwargs: Any) -> TensorDictBase:
-        seed = kwargs.pop("seed", None)
+    def _take_seed(self, seed: int | None) -> int | None:
+        """``seed``, or else the pending one from ``set_seed`` (used up: later resets don't reseed)."""
         if seed is None:
             seed, self._pending_seed = self._pending_seed, None
+        return seed
+
+    def _reset(self, tensordict: TensorDictBase | None = None, **kwargs: Any) -> TensorDictBase:
+        seed = self._take_seed(kwargs.pop("seed", None))
         obs, info = self._env_reset(tensordict, seed, **kwargs)
         out = self._read_obs(obs)
         shape = self._flag_shape
@@ -93,17 +98,22 @@ class GymLikeEnv(LibraryWrapperAPI, EnvBase):
         out["done"] = torch.zeros(shape, dtype=torch.bool)
         return self._finish(out, info)
 
+    def _library_step(self, action: Any) -> tuple:
+        """``_env_step`` repeated ``frame_skip`` times: rewards summed, stopping at a done."""
+        reward = 0
+        for _ in range(self.frame_skip):
+            obs, step_reward, terminated, truncated, info = self._env_step(action)
+            reward = reward + step_reward
+            if np.any(terminated) or np.any(truncated):
+                break
+        return obs, reward, terminated, truncated, info
+
     def _step(self, tensordict: TensorDictBase) -> TensorDictBase:
         action = self._write_action(tensordict.get("action"))
         if self.frame_skip == 1:
             obs, reward, terminated, truncated, info = self._env_step(action)
         else:
-            reward = 0
-            for _ in range(self.frame_skip):
-                obs, step_reward, terminated, truncated, info = self._env_step(action)
-                reward = reward + step_reward
-                if np.any(terminated) or np.any(truncated):
-                    break
+            obs, reward, terminated, truncated, info = self._library_step(action)
         shape = self._flag_shape
         out = self._read_obs(obs)
         out["reward"] = torch.from_numpy(
@@ -139,6 +149,19 @@ class GymLikeEnv(LibraryWrapperAPI, EnvBase):
             return super().rollout(max_steps, policy, callback, **kwargs)
         return out
 
+    def _dense_stepper(self) -> DenseStepper | None:
+        """Where ``_step``'s output is fixed in advance, a stepper writing it into batched rows.
+
+        ``rlbatched.SerialEnv`` uses it to step its sub-envs without a tensordict each (see
+        ``rllibs._gym_dense`` for when it applies).
+
+        Examples:
+            >>> from rllibs import GymEnv
+            >>> GymEnv("Pendulum-v1")._dense_stepper() is not None
+            True
+        """
+        return gym_dense_stepper(self)
+
     def _finish(self, out: dict, info: Mapping[str, Any]) -> TensorDictBase:
         device = self.device
         if device is None or device.type == "cpu":
@@ -173,6 +196,8 @@ class GymLikeEnv(LibraryWrapperAPI, EnvBase):
         info_spec = getattr(info_dict_reader, "info_spec", None)
         if info_spec is not None:
             self._register_info_spec(info_spec)
+        else:
+            self.empty_cache()  # the step's output changes: plans made from it (dense step) go
         return self
 
     def auto_register_info_dict(

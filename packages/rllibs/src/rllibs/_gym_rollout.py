@@ -46,7 +46,7 @@ from ._gym_vector import any_true
 if TYPE_CHECKING:
     from ._gym_like import GymLikeEnv
 
-__all__ = ["fast_rollout"]
+__all__ = ["class_allows", "fast_rollout", "layout_plan"]
 
 # the EnvBase/GymLikeEnv methods this loop stands in for: a subclass changing one of them
 # keeps the general path
@@ -74,7 +74,14 @@ FLAG_NAMES = ("reward", "terminated", "truncated")
 
 
 @lru_cache(maxsize=128)
-def _class_allows(cls: type) -> bool:
+def class_allows(cls: type) -> bool:
+    """Whether ``cls`` keeps every ``GymLikeEnv`` method the fast paths stand in for.
+
+    Examples:
+        >>> from rllibs import GymEnv
+        >>> class_allows(GymEnv)
+        True
+    """
     from ._gym_like import GymLikeEnv
 
     return all(getattr(cls, name) is getattr(GymLikeEnv, name) for name in BYPASSED)
@@ -106,8 +113,16 @@ def _make_plan(env: GymLikeEnv) -> _Plan | None:
     return _Plan(bool(env.batch_size))
 
 
-def _plan(env: GymLikeEnv) -> _Plan | None:
-    # cached with the env's key lists: a spec change (e.g. an info reader's) recomputes it
+def layout_plan(env: GymLikeEnv) -> _Plan | None:
+    """What the fast paths need to know of ``env``'s layout; None where they don't apply.
+
+    Cached with the env's key lists: a spec change (e.g. an info reader's) recomputes it.
+
+    Examples:
+        >>> from rllibs import GymEnv
+        >>> layout_plan(GymEnv("Pendulum-v1")).batched
+        False
+    """
     plan = env._cache_get("gym_rollout_plan", lambda: _make_plan(env) or False)
     return plan or None
 
@@ -159,12 +174,12 @@ def fast_rollout(
         or env.__dict__["_run_type_checks"]
         or env._info_dict_readers
         or (device is not None and device.type != "cpu")
-        or not _class_allows(type(env))
+        or not class_allows(type(env))
         or (tensordict is None and not auto_reset)
         or (tensordict is not None and not _plain(tensordict, env))
     ):
         return None
-    plan = _plan(env)
+    plan = layout_plan(env)
     if plan is None:
         return None
     root = env.reset(tensordict) if auto_reset else env.maybe_reset(tensordict)
@@ -219,30 +234,13 @@ class _Loop:
         self.root_device: torch.device | None = None
 
     # ------------------------------------------------------------------ the loop
-    def _step_function(self) -> Callable:
-        env_step = self.env._env_step
-        frame_skip = self.env.frame_skip
-        if frame_skip == 1:
-            return env_step
-
-        def repeated(action: Any) -> tuple:  # as GymLikeEnv._step
-            reward = 0
-            for _ in range(frame_skip):
-                obs, step_reward, terminated, truncated, info = env_step(action)
-                reward = reward + step_reward
-                if np.any(terminated) or np.any(truncated):
-                    break
-            return obs, reward, terminated, truncated, info
-
-        return repeated
-
     def run(self, root: TensorDictBase, max_steps: int) -> TensorDictBase:
         env, plan, act = self.env, self.plan, self.act
         batched = plan.batched
         batch, flag_shape = self.batch, self.flag_shape
         device = env.device
         read_obs, write_action = env._read_obs, env._write_action
-        env_step = self._step_function()
+        env_step = env._env_step if env.frame_skip == 1 else env._library_step
         callback, break_when_any_done = self.callback, self.break_when_any_done
         falses = {name: torch.zeros(flag_shape, dtype=torch.bool) for name in DONE_NAMES}
         rewards, terminateds, truncateds = (self.flags[name] for name in FLAG_NAMES)
@@ -314,9 +312,7 @@ class _Loop:
     def _reset_finished(self, new_root: dict, done: Any) -> None:
         """Start new episodes where ``done`` (as ``maybe_reset``), updating ``new_root``."""
         env = self.env
-        seed = env._pending_seed
-        if seed is not None:
-            env._pending_seed = None
+        seed = env._take_seed(None)
         if self.plan.batched:
             mask = torch.from_numpy(np.array(done, dtype=bool).reshape(self.flag_shape))
             request = td_new({"_reset": mask}, self.batch, env.device)
