@@ -109,7 +109,10 @@ def _install(session: nox.Session, *args: str) -> None:
         session.log(f"unchanged since the last run, not reinstalled: {' '.join(args)[:120]}")
         return
     session.install(*args)
-    marker.write_text(stamp)
+    # `nox -R` (--no-install) makes session.install a no-op on a reused venv: no marker then,
+    # or a later plain run would skip an install that never happened. nox has no public flag.
+    if not getattr(session._runner.global_config, "no_install", False):
+        marker.write_text(stamp)
 
 
 def _local_closure(names: list[str]) -> list[str]:
