@@ -42,6 +42,7 @@ class WalkEnv(EnvBase):
         numpy_action: bool = True,
         fail_on: str | None = None,
         spec_device: str | None = None,
+        reads_input: bool = True,
     ):
         super().__init__()
         self.observation_spec = Composite(
@@ -56,7 +57,9 @@ class WalkEnv(EnvBase):
         )
         self.horizon, self.limit = horizon, limit
         self.dense, self.numpy_action, self.fail_on = dense, numpy_action, fail_on
+        self.reads_input = reads_input
         self.step_calls = 0
+        self.reset_inputs: list = []  # what the dense stepper's reset was given
         self.pending_seed: int | None = None
         self.rng = np.random.default_rng(0)
         self.position = np.zeros(2, np.float32)
@@ -120,6 +123,7 @@ class WalkStepper(DenseStepper):
     def __init__(self, env: WalkEnv):
         self.env = env
         self.numpy_action = env.numpy_action
+        self.reset_reads_input = env.reads_input
         obs = (DenseLeaf("position", torch.Size([2]), torch.float32),)
         obs += (DenseLeaf("steps", FLAG, torch.int64),)
         flags = tuple(DenseLeaf(key, FLAG, torch.bool) for key in DONE_KEYS)
@@ -136,6 +140,7 @@ class WalkStepper(DenseStepper):
         return reward, terminated, truncated, terminated or truncated
 
     def reset(self, tensordict, out, row):
+        self.env.reset_inputs.append(tensordict)
         out[0][row], out[1][row] = self.env._start()
         for j in (2, 3, 4):
             out[j][row] = False
@@ -258,6 +263,20 @@ def test_full_reset_with_a_tensordict_and_keywords():
     assert_same(*both(fast, general, lambda env: env.reset(inputs.clone())))
     assert_same(*both(fast, general, lambda env: env.reset(offset=10.0)))
     assert bool((fast.reset(offset=10.0)["position"] > 9).all())
+
+
+@pytest.mark.parametrize("reads_input", [True, False])
+def test_reset_input_rows_reach_steppers_that_read_them(reads_input):
+    """A stepper's reset gets its row of the input, or None where it reads none."""
+    env = SerialEnv(2, functools.partial(WalkEnv, reads_input=reads_input))
+    env.reset()
+    env.reset(TensorDict({"_reset": torch.tensor([[False], [True]])}, [2]))
+    seen = [sub.reset_inputs for sub in env._envs]
+    assert seen[0] == [None] and seen[1][0] is None
+    if reads_input:
+        assert seen[1][1].batch_size == () and bool(seen[1][1]["_reset"])
+    else:
+        assert seen[1][1] is None
 
 
 def test_seeding_identical():

@@ -68,6 +68,7 @@ class DenseBatch:
         self.template_device = template_device
         self.action_key = first.action_key
         self.numpy_action = first.numpy_action
+        self.reset_reads_input = first.reset_reads_input
         self.step_keys = [leaf.key for leaf in first.step_leaves]
         self.step_buffers = _buffer_specs(first.step_leaves, batch_size[0])
         self.scalars = [
@@ -99,6 +100,7 @@ class DenseBatch:
             stepper is None
             or stepper.action_key != first.action_key
             or stepper.numpy_action != first.numpy_action
+            or stepper.reset_reads_input != first.reset_reads_input
             or stepper.step_leaves != first.step_leaves
             or stepper.scalar_leaves != first.scalar_leaves
             or stepper.reset_leaves != first.reset_leaves
@@ -158,7 +160,9 @@ class DenseBatch:
                 if not _fits(value, self.batch_size, leaf):
                     return None
                 given.append((j, value.numpy()))
-        rows = _td_fast.unbind(tensordict) if tensordict is not None else None
+        rows = None
+        if tensordict is not None and self.reset_reads_input:
+            rows = _td_fast.unbind(tensordict)
         out = [np.zeros(shape, dtype) for shape, dtype in self.reset_buffers]
         row = 0
         try:

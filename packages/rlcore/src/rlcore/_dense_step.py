@@ -23,7 +23,9 @@ The contract, which the batched env relies on to give exactly what the general p
   sets ``numpy_action``, a NumPy array (of the action's ``.numpy()``, detached and moved to the
   CPU first where needed), for steppers that convert it to NumPy anyway.
 - ``reset_leaves`` and ``reset(tensordict, out, row)``: ``reset(tensordict)`` (seeding
-  included, done flags complete), every leaf written into ``out[j][row]``.
+  included, done flags complete), every leaf written into ``out[j][row]``. ``tensordict`` is
+  the sub-env's row of the batched reset input, or None where there is none or where the
+  stepper sets ``reset_reads_input = False`` (its reset ignores it: no per-row split needed).
 - A stepper describes the env as its specs were when it was made: ``dense_stepper(env)`` keeps
   it in the env's spec cache, which every spec change empties, and ``is_current(env, stepper)``
   tells whether it still stands (one dict lookup, cheap enough for every step). An env whose
@@ -65,8 +67,9 @@ class DenseLeaf(NamedTuple):
 class DenseStepper(abc.ABC):
     """Steps and resets one sub-env into row ``row`` of a batched env's NumPy buffers.
 
-    Subclasses set ``action_key``, ``numpy_action``, ``step_leaves``, ``scalar_leaves`` and
-    ``reset_leaves`` and implement ``step`` and ``reset`` (the contract: the module docstring).
+    Subclasses set ``action_key``, ``step_leaves``, ``scalar_leaves``, ``reset_leaves`` (and
+    ``numpy_action``, ``reset_reads_input`` where they differ from the defaults) and implement
+    ``step`` and ``reset`` (the contract: the module docstring).
 
     Examples:
         >>> import numpy as np
@@ -87,6 +90,7 @@ class DenseStepper(abc.ABC):
 
     action_key: str
     numpy_action: bool = False
+    reset_reads_input: bool = True
     step_leaves: tuple[DenseLeaf, ...]
     scalar_leaves: tuple[DenseLeaf, ...] = ()
     reset_leaves: tuple[DenseLeaf, ...]

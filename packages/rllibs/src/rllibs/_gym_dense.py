@@ -206,6 +206,7 @@ class GymDenseStepper(DenseStepper):
         self.env = env
         self.write_obs = rows.write
         self.numpy_action = actions is not None
+        self.reset_reads_input = not _reset_ignores_input(env)
         # NumPy rows: the env's writer minus its to_numpy (None: the row itself)
         self.write_numpy = actions.write_numpy if actions is not None else None
         self.n_obs = len(rows.leaves)
@@ -243,6 +244,13 @@ class GymDenseStepper(DenseStepper):
 
 
 DONE_ORDER = ("terminated", "truncated", "done")  # GymLikeEnv's order in _step and _reset
+
+
+def _reset_ignores_input(env: GymLikeEnv) -> bool:
+    """True where ``_env_reset`` is GymWrapper's, which reads no tensordict when unbatched."""
+    from ._gym import GymWrapper
+
+    return type(env)._env_reset is GymWrapper._env_reset
 
 
 def gym_dense_stepper(env: GymLikeEnv) -> GymDenseStepper | None:
