@@ -226,7 +226,9 @@ def test_observation_norm_affine_and_standard_normal():
 
 
 def test_observation_norm_maps_bounded_specs():
-    env = TransformedEnv(DoubleEnv(), ObservationNorm(loc=1.0, scale=torch.tensor(-2.0), in_keys=["obs_b"]))
+    env = TransformedEnv(
+        DoubleEnv(), ObservationNorm(loc=1.0, scale=torch.tensor(-2.0), in_keys=["obs_b"])
+    )
     spec = env.observation_spec["obs_b"]
     assert isinstance(spec, Bounded)
     assert (spec.low == -1.0).all() and (spec.high == 3.0).all()
