@@ -73,7 +73,10 @@ ENVS = {
 }
 if HAS_ENVPOOL:
     ENVS["envpool-cartpole"] = lambda c: _envpool("CartPole-v1")
-    ENVS["envpool-async"] = lambda c: _envpool("CartPole-v1", create_env_kwargs={"batch_size": 2})
+    # one thread: which sub-envs are ready first is then fixed, so two runs can be compared
+    ENVS["envpool-async"] = lambda c: _envpool(
+        "CartPole-v1", create_env_kwargs={"batch_size": 2, "num_threads": 1}
+    )
 if HAS_DMC:
     ENVS["dm-control"] = lambda c: _dm_control()
 
