@@ -2,6 +2,11 @@
 
 Three measurements, each printed with ratios (other stack / rlbatched, > 1 means we are faster):
 
+(``serial_rows`` and ``parallel_rows`` give run.py's case 3: SerialEnv on Pendulum, CartPole and
+a trivial env, rollouts and hand loops, against torchrl, SyncVectorEnv and EnvPool (1 thread);
+ParallelEnv per start method and process split against AsyncVectorEnv and EnvPool (2 threads).
+The standalone run below prints the three measurements.)
+
 1. ``ParallelEnv(2, Pendulum)``: microseconds per env-step of a rollout with random actions,
    against torchrl's ``ParallelEnv`` and gymnasium's ``AsyncVectorEnv`` (both with 2 workers).
 2. ``SerialEnv(8, trivial env)``: microseconds per batched step, against torchrl's
@@ -30,6 +35,8 @@ import torch
 from tensordict import TensorDict
 
 PENDULUM = "Pendulum-v1"
+CARTPOLE = "CartPole-v1"
+DISPLAY = {"pendulum": "Pendulum", "cartpole": "CartPole", "trivial": "Trivial"}
 HAS_TORCHRL = importlib.util.find_spec("torchrl") is not None
 HAS_GYM = importlib.util.find_spec("gymnasium") is not None
 
@@ -103,6 +110,24 @@ def gym_pendulum():
     import gymnasium as gym
 
     return gym.make(PENDULUM)
+
+
+def ours_cartpole():
+    from rllibs import GymEnv
+
+    return GymEnv(CARTPOLE)
+
+
+def torchrl_cartpole():
+    from torchrl.envs import GymEnv
+
+    return GymEnv(CARTPOLE)
+
+
+def gym_cartpole():
+    import gymnasium as gym
+
+    return gym.make(CARTPOLE)
 
 
 def gym_trivial():
@@ -228,6 +253,202 @@ def bench_startup(repeats: int, workers: int = 2) -> None:
         runs["gymnasium AsyncVectorEnv"] = gym_async
     title = f"Spawn start-up, {workers} workers ({PENDULUM}): construct + first reset + close"
     _report(title, "s", _race(runs, repeats), 1)
+
+
+# ---------------------------------------------------------------- rows of run.py's case 3
+def _hand_loop(env, steps: int) -> Callable[[], None]:
+    """``rand_action`` + ``step_and_maybe_reset``, ``steps`` times, going on from the last root."""
+    state = [env.reset()]
+
+    def run() -> None:
+        td = state[0]
+        act, step = env.rand_action, env.step_and_maybe_reset
+        for _ in range(steps):
+            _, td = step(act(td))
+        state[0] = td
+
+    return run
+
+
+def _envpool_run(env, name: str, workers: int, steps: int) -> Callable[[], None]:
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    if name == "pendulum":
+        sample = lambda: rng.uniform(-2.0, 2.0, (workers, 1)).astype(np.float32)  # noqa: E731
+    else:
+        sample = lambda: rng.integers(0, 2, workers)  # noqa: E731
+    env.reset()
+
+    def run() -> None:
+        for _ in range(steps):
+            env.step(sample())
+
+    return run
+
+
+def _serial_runs(name: str, workers: int, steps: int, hand: bool, opened: list) -> dict:
+    """The contenders of one SerialEnv row: our rollout (or hand loop) and the other stacks'."""
+    import gymnasium as gym
+
+    from rlbatched import SerialEnv
+
+    runs = {}
+    ours = SerialEnv(workers, globals()[f"ours_{name}"])
+    opened.append(ours)
+    ours.set_seed(0)
+    runs["ours"] = _hand_loop(ours, steps) if hand else _rollout_run(ours, steps)
+    if HAS_TORCHRL:
+        from torchrl.envs import SerialEnv as TorchrlSerialEnv
+
+        theirs = TorchrlSerialEnv(workers, globals()[f"torchrl_{name}"])
+        opened.append(theirs)
+        theirs.set_seed(0)
+        runs["torchrl"] = _hand_loop(theirs, steps) if hand else _rollout_run(theirs, steps)
+    vector = gym.vector.SyncVectorEnv([globals()[f"gym_{name}"]] * workers)
+    opened.append(vector)
+    runs["gymnasium"] = _gym_vector_run(vector, steps)
+    if importlib.util.find_spec("envpool") is not None and name != "trivial":
+        import envpool
+
+        pool = envpool.make_gymnasium(
+            {"pendulum": PENDULUM, "cartpole": CARTPOLE}[name], num_envs=workers, num_threads=1
+        )
+        opened.append(pool)
+        runs["envpool"] = _envpool_run(pool, name, workers, steps)
+    return runs
+
+
+def serial_rows(quick: bool) -> list:
+    """Case 3's SerialEnv rows: µs per batched step of a rollout, and of a hand loop.
+
+    ``env.rollout(steps, break_when_any_done=False)`` of ``SerialEnv(n, GymEnv)`` (the dense
+    fast path) and of a trivial EnvBase (the general path), against torchrl's SerialEnv,
+    gymnasium's ``SyncVectorEnv`` (``step(action_space.sample())``) and EnvPool with one
+    thread; for Pendulum and CartPole with 4 envs, also a hand ``rand_action`` +
+    ``step_and_maybe_reset`` loop (torchrl: the same loop).
+    """
+    from _harness import Row, Target, closing_all, median_per_unit
+
+    steps, repeats = (20, 2) if quick else (500, 5)
+    rows = []
+    notes = {"gymnasium": "SyncVectorEnv", "envpool": "1 thr"}
+    cases = [(name, workers, False) for name in ("pendulum", "cartpole") for workers in (2, 4)]
+    cases += [("pendulum", 4, True), ("cartpole", 4, True)]
+    cases += [("trivial", workers, False) for workers in (2, 4)]
+    for name, workers, hand in cases:
+        with closing_all() as opened:
+            runs = _serial_runs(name, workers, steps, hand, opened)
+            values = {k: v * 1e6 for k, v in median_per_unit(runs, steps, repeats).items()}
+        target = None
+        if name == "pendulum" and workers == 4:
+            target = Target("ours ≤ SyncVectorEnv", lambda v: v["ours"] <= v["gymnasium"])
+        kind = ", step_and_maybe_reset loop" if hand else ""
+        case = f"3. SerialEnv({workers}, {DISPLAY[name]}){kind}"
+        rows.append(Row(case, "µs/batched step", values, notes=dict(notes), target=target))
+    return rows
+
+
+# ---------------------------------------------------------------- ParallelEnv rows of case 3
+START_METHODS = ("fork", "forkserver", "spawn")
+
+
+def _ours_parallel(workers: int, name: str, method: str, processes: int):
+    from rlbatched import ParallelEnv
+
+    # one process per sub-env is ParallelEnv's default: the keyword only where it differs
+    split = {} if processes == workers else {"num_processes": processes}
+    make = globals()[f"ours_{name}"]
+    return ParallelEnv(workers, make, mp_start_method=method, **split)
+
+
+def _parallel_runs(
+    name: str, workers: int, method: str, processes: tuple[int, ...], steps: int, opened: list
+) -> dict:
+    """Contenders of one group of ParallelEnv rows, all alive together and raced interleaved.
+
+    Ours once per process count (``ours/<k>``); gymnasium's ``AsyncVectorEnv`` (shared memory,
+    the same start method); EnvPool with 2 threads (Pendulum); torchrl's ``ParallelEnv`` under
+    fork. Ours are built first: a fork server started by them has our modules preloaded.
+    """
+    import gymnasium as gym
+
+    runs = {}
+    for k in processes:
+        env = _ours_parallel(workers, name, method, k)
+        opened.append(env)
+        env.set_seed(0)
+        runs[f"ours/{k}"] = _rollout_run(env, steps)
+    vector = gym.vector.AsyncVectorEnv(
+        [globals()[f"gym_{name}"]] * workers, shared_memory=True, context=method
+    )
+    opened.append(vector)
+    runs["gymnasium"] = _gym_vector_run(vector, steps)
+    if HAS_TORCHRL and method == "fork":
+        from torchrl.envs import ParallelEnv as TorchrlParallelEnv
+
+        theirs = TorchrlParallelEnv(workers, globals()[f"torchrl_{name}"], mp_start_method=method)
+        opened.append(theirs)
+        theirs.set_seed(0)
+        runs["torchrl"] = _rollout_run(theirs, steps)
+    if importlib.util.find_spec("envpool") is not None and name != "trivial":
+        import envpool
+
+        pool = envpool.make_gymnasium(
+            {"pendulum": PENDULUM, "cartpole": CARTPOLE}[name], num_envs=workers, num_threads=2
+        )
+        opened.append(pool)
+        runs["envpool"] = _envpool_run(pool, name, workers, steps)
+    return runs
+
+
+def _issue17_target():
+    """Issue 17: ≤ ½ of AsyncVectorEnv(4, shared memory) and within 2× of EnvPool (2 threads)."""
+    from _harness import Target
+
+    return Target(
+        "ours ≤ ½ AsyncVectorEnv and ≤ 2 × EnvPool (2 thr)",
+        lambda v: 2 * v["ours"] <= v["gymnasium"] and v["ours"] <= 2 * v["envpool"],
+    )
+
+
+def parallel_rows(quick: bool) -> list:
+    """Case 3's ParallelEnv rows: µs per batched step of ``rollout(steps)``, one row per split.
+
+    ``ParallelEnv(4, Pendulum)`` with one process per sub-env and with ``num_processes=2``,
+    against ``AsyncVectorEnv(4, shared_memory=True)`` and EnvPool (4 envs, 2 threads), under
+    each start method (quick: fork only); 8 sub-envs on this machine's cores (8 and 2
+    processes, fork); the 2-worker Pendulum and 4-worker trivial rows of earlier issues.
+    """
+    import multiprocessing
+
+    from _harness import Row, Target, closing_all, median_per_unit
+
+    steps, repeats = (20, 2) if quick else (500, 5)
+    offered = multiprocessing.get_all_start_methods()
+    methods = ("fork",) if quick else tuple(m for m in START_METHODS if m in offered)
+    # (env, sub-envs, start method, process counts, target of the rows)
+    groups = [("pendulum", 4, method, (4,), _issue17_target()) for method in methods]
+    groups.append(("pendulum", 8, "fork", (8,), None))
+    before = Target(
+        "ours ≤ AsyncVectorEnv and torchrl / ours ≥ 4",
+        lambda v: v["ours"] <= v["gymnasium"] and v["torchrl"] >= 4 * v["ours"],
+    )
+    groups.append(("pendulum", 2, "fork", (2,), before))
+    groups.append(("trivial", 4, "fork", (4,), None))
+    rows = []
+    for name, workers, method, processes, target in groups:
+        with closing_all() as opened:
+            runs = _parallel_runs(name, workers, method, processes, steps, opened)
+            values = {k: v * 1e6 for k, v in median_per_unit(runs, steps, repeats).items()}
+        theirs = {k: v for k, v in values.items() if not k.startswith("ours/")}
+        notes = {"gymnasium": f"AsyncVectorEnv, {method}", "envpool": "2 thr"}
+        for k in processes:
+            split = "" if k == workers else f", num_processes={k}"
+            case = f"3. ParallelEnv({workers}, {DISPLAY[name]}{split}), {method}"
+            row_values = {"ours": values[f"ours/{k}"], **theirs}
+            rows.append(Row(case, "µs/batched step", row_values, notes=dict(notes), target=target))
+    return rows
 
 
 def main() -> None:

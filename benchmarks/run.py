@@ -29,30 +29,12 @@ import bench_rlcore
 import bench_scale
 import bench_startup
 import bench_step_mdp
-import numpy as np
 import torch
-from _harness import Row, Target, closing_all, machine_info, markdown, median_per_unit, ratio_chart
+from _harness import Row, Target, machine_info, markdown, median_per_unit, ratio_chart
 
 RESULTS = pathlib.Path(__file__).parent / "results"
 HAS_TORCHRL = importlib.util.find_spec("torchrl") is not None
-HAS_ENVPOOL = importlib.util.find_spec("envpool") is not None
 TITLE = "Benchmarks: ours vs torchrl vs gymnasium"
-
-
-def _rollout(env, steps: int) -> None:
-    env.rollout(steps, break_when_any_done=False)
-
-
-def _gym_vector_loop(envs, steps: int) -> None:
-    step, sample = envs.step, envs.action_space.sample
-    for _ in range(steps):
-        step(sample())
-
-
-def _envpool_loop(env, num_envs: int, steps: int) -> None:
-    rng = np.random.default_rng(0)
-    for _ in range(steps):
-        env.step(rng.uniform(-2.0, 2.0, (num_envs, 1)).astype(np.float32))
 
 
 def case_counting(quick: bool) -> list[Row]:
@@ -123,76 +105,9 @@ def case_gym(quick: bool) -> list[Row]:
     return rows
 
 
-def _batched_makers(parallel: bool, env: str, workers: int) -> dict:
-    """Constructors of the batched env of each stack (the environments are in bench_batched)."""
-    import gymnasium as gym
-
-    from rlbatched import ParallelEnv, SerialEnv
-
-    ours_fn = getattr(bench_batched, f"ours_{env}")
-    gym_fns = [getattr(bench_batched, f"gym_{env}")] * workers
-    if parallel:
-        makers = {
-            "ours": lambda: ParallelEnv(workers, ours_fn, mp_start_method="fork"),
-            "gymnasium": lambda: gym.vector.AsyncVectorEnv(gym_fns, context="fork"),
-        }
-    else:
-        makers = {
-            "ours": lambda: SerialEnv(workers, ours_fn),
-            "gymnasium": lambda: gym.vector.SyncVectorEnv(gym_fns),
-        }
-    if HAS_TORCHRL:
-        import torchrl.envs
-
-        their_fn = getattr(bench_batched, f"torchrl_{env}")
-        cls = torchrl.envs.ParallelEnv if parallel else torchrl.envs.SerialEnv
-        kwargs = {"mp_start_method": "fork"} if parallel else {}
-        makers["torchrl"] = lambda: cls(workers, their_fn, **kwargs)
-    if HAS_ENVPOOL and env == "pendulum":
-        import envpool
-
-        threads = workers if parallel else 1
-        makers["envpool"] = lambda: envpool.make_gymnasium(
-            "Pendulum-v1", num_envs=workers, num_threads=threads
-        )
-    return makers
-
-
 def case_batched(quick: bool) -> list[Row]:
-    """(3) SerialEnv / ParallelEnv x {2, 4} workers x {Pendulum, trivial}: µs per batched step."""
-    steps, repeats = (20, 2) if quick else (500, 5)
-    rows = []
-    for parallel in (False, True):
-        kind = "ParallelEnv" if parallel else "SerialEnv"
-        for env_name in ("pendulum", "trivial"):
-            for workers in (2, 4):
-                with closing_all() as opened:
-                    runs = {}
-                    for stack, make in _batched_makers(parallel, env_name, workers).items():
-                        env = make()
-                        opened.append(env)
-                        if stack == "gymnasium":
-                            env.reset(seed=0)
-                            runs[stack] = functools.partial(_gym_vector_loop, env, steps)
-                        elif stack == "envpool":
-                            env.reset()
-                            runs[stack] = functools.partial(_envpool_loop, env, workers, steps)
-                        else:
-                            env.set_seed(0)
-                            runs[stack] = functools.partial(_rollout, env, steps)
-                    values = median_per_unit(runs, steps, repeats)
-                values = {k: v * 1e6 for k, v in values.items()}
-                target = None
-                if parallel and env_name == "pendulum" and workers == 2:
-                    target = Target(
-                        "ours ≤ AsyncVectorEnv and torchrl / ours ≥ 4",
-                        lambda v: v["ours"] <= v["gymnasium"] and v["torchrl"] >= 4 * v["ours"],
-                    )
-                gym_kind = "AsyncVectorEnv" if parallel else "SyncVectorEnv"
-                notes = {"gymnasium": gym_kind, "envpool": f"{workers if parallel else 1} thr"}
-                case = f"3. {kind}({workers}, {env_name.capitalize()})"
-                rows.append(Row(case, "µs/batched step", values, notes=notes, target=target))
-    return rows
+    """(3) SerialEnv and ParallelEnv (start methods, process splits): µs per batched step."""
+    return bench_batched.serial_rows(quick) + bench_batched.parallel_rows(quick)
 
 
 def _no_section(case: Callable[[bool], list[Row]]) -> Callable[[bool], tuple[list[Row], list]]:
