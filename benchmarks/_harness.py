@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 STACKS = ("ours", "torchrl", "gymnasium", "envpool")
 VERSIONED = ("torch", "tensordict", "gymnasium", "torchrl", "envpool", "numpy", "mujoco")
-OURS = ("rlspecs", "rlcore", "rlbatched", "rllibs")
+OURS = ("rlspecs", "rlcore", "rlbatched", "rllibs", "rlcollectors")
 
 
 @dataclass
