@@ -277,7 +277,12 @@ def docs(session: nox.Session) -> None:
 def _bench_install(session: nox.Session) -> None:
     # torchrl (pinned with its tensordict in constraints.txt) runs beside ours in one process;
     # envpool is optional: pip's exit code 1 (no wheel here) leaves its column out.
-    _install_local(session, ["rlbatched", "rllibs"], {"rllibs": "[gym]"})
+    # rlcollectors[ray]: case 9 (RayCollector) is skipped without ray.
+    _install_local(
+        session,
+        ["rlbatched", "rllibs", "rlcollectors"],
+        {"rllibs": "[gym]", "rlcollectors": "[ray]"},
+    )
     _install(session, *CONSTRAINTS, "torchrl", "matplotlib")
     session.run_install(
         "python", "-m", "pip", "install", *CONSTRAINTS, "envpool", success_codes=[0, 1]
