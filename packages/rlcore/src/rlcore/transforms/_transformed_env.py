@@ -248,11 +248,14 @@ class TransformedEnv(EnvBase):
 
     # --------------------------------------------------------- data path
     def _step(self, tensordict: TensorDictBase) -> TensorDictBase:
+        # the base env gets an inverted shallow copy; the transforms' `_step` gets the caller's
+        # tensordict as it was (torchrl 0.4): an inverse never shows through to `_step` or to
+        # the root of what `step` returns
+        tensordict_in = tensordict
         if self.__dict__["_has_inverse"]:
-            # the inverse transforms must not rewrite the caller's tensordict
-            tensordict = self.transform._inv_call(tensordict.clone(False))
+            tensordict_in = self.transform._inv_call(tensordict.clone(False))
         base_env = self.__dict__["_base_env"]
-        next_tensordict = base_env._step(tensordict)
+        next_tensordict = base_env._step(tensordict_in)
         base_env._complete_done(next_tensordict)
         return self.transform._step(tensordict, next_tensordict)
 
