@@ -7,7 +7,17 @@ import torch
 from _transform_envs import CountEnv
 from tensordict import TensorDict
 
-from rlcore.transforms import Compose, FrameSkipTransform, Transform, TransformedEnv
+from rlcore import check_env_specs
+from rlcore.transforms import (
+    Compose,
+    FrameSkipTransform,
+    ObservationNorm,
+    ObservationTransform,
+    SqueezeTransform,
+    Transform,
+    TransformedEnv,
+    UnsqueezeTransform,
+)
 
 pytestmark = pytest.mark.filterwarnings("error")
 
@@ -66,3 +76,44 @@ def test_frame_skip_after_an_inverse_inverts_the_action_once():
     assert env.base_env.actions == [3.0, 3.0, 3.0]
     assert out["next", "reward"].item() == 3.0
     assert out["action"].item() == 1.5
+
+
+@pytest.mark.parametrize(
+    ("cls", "old_name", "shape", "expected"),
+    [
+        (UnsqueezeTransform, "unsqueeze_dim", (3,), (3, 1)),
+        (SqueezeTransform, "squeeze_dim", (3, 1), (3,)),
+    ],
+)
+def test_unsqueeze_squeeze_take_the_dim_under_both_spellings(cls, old_name, shape, expected):
+    # torchrl 0.4 names it unsqueeze_dim / squeeze_dim, later releases dim
+    td = TensorDict(obs=torch.zeros(shape))
+    for t in (cls(-1, in_keys=["obs"]), cls(dim=-1, in_keys=["obs"])):
+        assert t(td.clone())["obs"].shape == expected
+    assert getattr(cls(**{old_name: -1}, in_keys=["obs"]), old_name) == -1
+    with pytest.raises(ValueError, match=f"dim=-1.*{old_name}=-2"):
+        cls(-2, dim=-1, in_keys=["obs"])
+    with pytest.raises(TypeError, match=f"{cls.__name__}.*{old_name}"):
+        cls(in_keys=["obs"])
+
+
+def test_observation_norm_is_an_observation_transform():
+    assert isinstance(ObservationNorm(0.0, 1.0, in_keys=["observation"]), ObservationTransform)
+
+
+def test_transformed_env_takes_cache_specs():
+    # torchrl 0.4's third argument: with cache_specs=False the specs are recomputed from the
+    # transform on every read, so a transform edited in place shows at once
+    cached = TransformedEnv(CountEnv(), UnsqueezeTransform(-1, in_keys=["observation"]), True)
+    fresh = TransformedEnv(
+        CountEnv(), UnsqueezeTransform(-1, in_keys=["observation"]), cache_specs=False
+    )
+    assert cached.cache_specs and not fresh.cache_specs
+    for env in (cached, fresh):
+        env.transform.in_keys = ["reward"]
+        env.transform.out_keys = ["reward"]
+    assert cached.observation_spec["observation"].shape == (3, 1)  # cached: stale until rebuilt
+    assert fresh.observation_spec["observation"].shape == (3,)
+    assert fresh.reward_spec.shape == (1, 1)
+    check_env_specs(fresh)
+    assert fresh.rollout(3)["next", "reward"].shape == (3, 1, 1)

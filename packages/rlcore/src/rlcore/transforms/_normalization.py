@@ -11,7 +11,7 @@ from tensordict import NestedKey
 
 from rlspecs import Bounded, TensorSpec, Unbounded
 
-from ._base import Transform
+from ._base import ObservationTransform
 
 __all__ = ["ObservationNorm"]
 
@@ -65,7 +65,7 @@ def _as_tensor(value: float | torch.Tensor | None) -> torch.Tensor | None:
     return torch.tensor(value, dtype=torch.get_default_dtype())
 
 
-class ObservationNorm(Transform):
+class ObservationNorm(ObservationTransform):
     """Affine map of observations: `obs * scale + loc`, or `(obs - loc) / scale` if `standard_normal`.
 
     `loc` and `scale` are given together, or both left unset and estimated from random rollouts

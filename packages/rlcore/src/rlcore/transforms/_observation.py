@@ -38,10 +38,21 @@ POSITIVE_DIM_ERROR = (
     "{cls}: {arg} should be smaller than 0 to accommodate for envs of different batch sizes "
     "(got {value}); pass allow_positive_dim=True to count dims after the env batch dims"
 )
+DIM_ALIAS_CONFLICT_ERROR = "{cls}: got dim={dim} and {arg}={value}; pass one of them"
+DIM_ALIAS_MISSING_ERROR = "{cls} needs the dim to act on: pass dim= (or {arg}=, torchrl 0.4's name)"
 PERMUTE_DIMS_ERROR = (
     "Only tailing dims with negative indices are supported by PermuteTransform: dims must "
     "reorder [-{n}, ..., -1]. Got {dims} instead."
 )
+
+
+def _one_dim(cls: str, arg: str, value: int | None, dim: int | None) -> int:
+    """The dim given as `dim` (later torchrl releases) or under its torchrl 0.4 name `arg`."""
+    if value is None and dim is None:
+        raise TypeError(DIM_ALIAS_MISSING_ERROR.format(cls=cls, arg=arg))
+    if value is not None and dim is not None and value != dim:
+        raise ValueError(DIM_ALIAS_CONFLICT_ERROR.format(cls=cls, dim=dim, arg=arg, value=value))
+    return value if dim is None else dim
 
 
 def _sort_key(key: NestedKey) -> str:
@@ -291,9 +302,10 @@ class FlattenObservation(_FeatureDims):
 class UnsqueezeTransform(_FeatureDims):
     """Inserts a dim of size one at `unsqueeze_dim` in `in_keys`; squeezes it back in `in_keys_inv`.
 
-    `unsqueeze_dim` must be negative unless `allow_positive_dim=True` (then counted after the
-    batch dims of the transformed tensordict, or of the env for specs). With `in_keys_inv`, the outside sends the unsqueezed entry and the base env gets
-    it squeezed.
+    The dim is given as `unsqueeze_dim` (torchrl 0.4) or `dim` (later releases). It must be
+    negative unless `allow_positive_dim=True` (then counted after the batch dims of the
+    transformed tensordict, or of the env for specs). With `in_keys_inv`, the outside sends the
+    unsqueezed entry and the base env gets it squeezed.
 
     Examples:
         >>> import torch
@@ -306,16 +318,19 @@ class UnsqueezeTransform(_FeatureDims):
 
     def __init__(
         self,
-        unsqueeze_dim: int,
+        unsqueeze_dim: int | None = None,
         allow_positive_dim: bool = False,
         in_keys: Sequence[NestedKey] | NestedKey | None = None,
         out_keys: Sequence[NestedKey] | NestedKey | None = None,
         in_keys_inv: Sequence[NestedKey] | NestedKey | None = None,
         out_keys_inv: Sequence[NestedKey] | NestedKey | None = None,
+        *,
+        dim: int | None = None,
     ) -> None:
         super().__init__(
             in_keys=in_keys, out_keys=out_keys, in_keys_inv=in_keys_inv, out_keys_inv=out_keys_inv
         )
+        unsqueeze_dim = _one_dim(type(self).__name__, self._dim_name, unsqueeze_dim, dim)
         self.allow_positive_dim = allow_positive_dim
         self._check_dim(self._dim_name, unsqueeze_dim, allow_positive_dim)
         self._unsqueeze_dim = unsqueeze_dim
@@ -355,12 +370,14 @@ class SqueezeTransform(UnsqueezeTransform):
 
     def __init__(
         self,
-        squeeze_dim: int,
+        squeeze_dim: int | None = None,
         allow_positive_dim: bool = False,
         in_keys: Sequence[NestedKey] | NestedKey | None = None,
         out_keys: Sequence[NestedKey] | NestedKey | None = None,
         in_keys_inv: Sequence[NestedKey] | NestedKey | None = None,
         out_keys_inv: Sequence[NestedKey] | NestedKey | None = None,
+        *,
+        dim: int | None = None,
     ) -> None:
         super().__init__(
             squeeze_dim,
@@ -369,6 +386,7 @@ class SqueezeTransform(UnsqueezeTransform):
             out_keys=out_keys,
             in_keys_inv=in_keys_inv,
             out_keys_inv=out_keys_inv,
+            dim=dim,
         )
 
     @property

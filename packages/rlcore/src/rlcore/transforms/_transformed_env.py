@@ -76,6 +76,9 @@ class TransformedEnv(EnvBase):
         base_env: the env to transform (any `EnvBase`, batched envs included).
         transform: a `Transform`, or a callable (tensordict -> tensordict) run on step and reset
             outputs; None gives an empty `Compose`.
+        cache_specs: torchrl 0.4's flag (default True). When False the specs are recomputed
+            from the base env and the transform on every read, so that a transform edited in
+            place (its keys, its parameters) shows in the specs at once; slower.
         auto_unwrap: whether to flatten a wrapped `TransformedEnv` (default True).
         device: if given, the base env is moved there first.
 
@@ -90,6 +93,7 @@ class TransformedEnv(EnvBase):
         self,
         base_env: EnvBase,
         transform: Transform | Callable[[TensorDictBase], TensorDictBase] | None = None,
+        cache_specs: bool = True,
         *,
         auto_unwrap: bool = True,
         device: torch.device | str | None = None,
@@ -113,6 +117,7 @@ class TransformedEnv(EnvBase):
             allow_done_after_reset=base_env._allow_done_after_reset,
         )
         self._batch_locked = base_env.batch_locked
+        self.__dict__["cache_specs"] = bool(cache_specs)
         self._set_base_env(base_env)
         self._set_transform(transform, build=True)
 
@@ -157,10 +162,16 @@ class TransformedEnv(EnvBase):
             self.transform.empty_cache()
             self.empty_cache()
 
+    def _specs_need_rebuild(self) -> bool:
+        state = self.__dict__
+        if state.get("_building_specs"):  # a spec hook reading this env's specs meanwhile
+            return False
+        return state.get("_specs_stale") or not state.get("cache_specs", True)
+
     @property
     def output_spec(self) -> Any:
         """The base env's output spec through the transform (rebuilt after base spec changes)."""
-        if self.__dict__.get("_specs_stale"):
+        if self._specs_need_rebuild():
             self._build_specs()
         return EnvSpecsMixin.output_spec.fget(self)
 
@@ -169,7 +180,7 @@ class TransformedEnv(EnvBase):
     @property
     def input_spec(self) -> Any:
         """The base env's input spec through the transform (rebuilt after base spec changes)."""
-        if self.__dict__.get("_specs_stale"):
+        if self._specs_need_rebuild():
             self._build_specs()
         return EnvSpecsMixin.input_spec.fget(self)
 
@@ -202,6 +213,7 @@ class TransformedEnv(EnvBase):
         base_env = self.base_env
         state = self.__dict__
         state["_specs_stale"] = False  # (spec hooks may read this env's specs meanwhile)
+        state["_building_specs"] = True
         state["_device"] = transform.transform_env_device(base_env.device)
         state["_batch_size"] = transform.transform_env_batch_size(base_env.batch_size)
         try:
@@ -218,6 +230,8 @@ class TransformedEnv(EnvBase):
         except BaseException:
             state["_specs_stale"] = True  # still to rebuild: the next use raises again
             raise
+        finally:
+            state["_building_specs"] = False
         self._spec_store("_output_spec", output_spec)
         self._spec_store("_input_spec", input_spec)
         self.__dict__["_has_inverse"] = transform.has_inverse
