@@ -13,7 +13,9 @@ from rlcore.transforms import (
     FrameSkipTransform,
     ObservationNorm,
     ObservationTransform,
+    RenameTransform,
     SqueezeTransform,
+    StepCounter,
     Transform,
     TransformedEnv,
     UnsqueezeTransform,
@@ -117,3 +119,34 @@ def test_transformed_env_takes_cache_specs():
     assert fresh.reward_spec.shape == (1, 1)
     check_env_specs(fresh)
     assert fresh.rollout(3)["next", "reward"].shape == (3, 1, 1)
+
+
+class Dumper(Transform):
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls: list = []
+
+    def dump(self, **kwargs):
+        self.calls.append(("dump", kwargs))
+
+    def init(self, tensordict):
+        self.calls.append(("init", tensordict["x"].item()))
+
+
+def test_compose_forwards_dump_and_init_to_its_members():
+    # torchrl 0.4's hooks (trainers call env.transform.dump(suffix=...))
+    first, second = Dumper(), Dumper()
+    env = TransformedEnv(CountEnv(), Compose(first, StepCounter(), second))
+    env.transform.dump(suffix="_end")
+    env.transform.init(TensorDict(x=torch.ones(())))
+    for t in (first, second):
+        assert t.calls == [("dump", {"suffix": "_end"}), ("init", 1.0)]
+    assert Transform().dump() is None
+
+
+def test_inv_takes_tensors_as_keywords():
+    # torchrl 0.4 dispatches inv like forward: keywords in, the base env's entries out
+    t = ObservationNorm(1.0, 2.0, in_keys=["observation"], in_keys_inv=["action"])
+    assert t.inv(action=torch.full((3,), 5.0)).tolist() == [2.0, 2.0, 2.0]
+    renamed = RenameTransform(["a"], ["b"], in_keys_inv=["env_action"], out_keys_inv=["action"])
+    assert renamed.inv(action=torch.ones(2)).tolist() == [1.0, 1.0]

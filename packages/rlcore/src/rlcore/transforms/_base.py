@@ -324,9 +324,23 @@ class Transform(nn.Module):
         """
         return self._call(tensordict)
 
+    @dispatch(source="out_keys_inv", dest="in_keys_inv")
     def inv(self, tensordict: TensorDictBase) -> TensorDictBase:
-        """Apply the inverse transform to a shallow copy of `tensordict` (the input is untouched)."""
+        """Apply the inverse transform to a shallow copy of `tensordict` (the input is untouched).
+
+        Tensors may be passed as keyword arguments named after the out_keys_inv instead
+        (`t.inv(action=x)`); the in_keys_inv's values come back.
+        """
         return self._inv_call(tensordict.clone(False))
+
+    def init(self, tensordict: TensorDictBase) -> None:
+        """torchrl's hook to prepare a transform from a first tensordict (nothing by default)."""
+
+    def dump(self, **kwargs: Any) -> None:
+        """torchrl's hook to write out what a transform gathered, e.g. a recorder's video.
+
+        Nothing by default; `Compose` calls each member's.
+        """
 
     def reset(self, tensordict: TensorDictBase) -> TensorDictBase:
         """Reset a stateful transform for the sub-envs flagged in `tensordict` (all when unflagged).
@@ -781,6 +795,16 @@ class Compose(Transform):
 
     def clone(self) -> Compose:
         return Compose(*[t.clone() for t in self.transforms])
+
+    def init(self, tensordict: TensorDictBase) -> None:
+        """Call each member's `init`."""
+        for transform in self.transforms:
+            transform.init(tensordict)
+
+    def dump(self, **kwargs: Any) -> None:
+        """Call each member's `dump` with `kwargs`."""
+        for transform in self.transforms:
+            transform.dump(**kwargs)
 
     def close(self) -> None:
         for transform in self.transforms:
