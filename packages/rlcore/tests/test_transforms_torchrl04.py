@@ -9,6 +9,7 @@ from tensordict import TensorDict
 
 from rlcore import check_env_specs
 from rlcore.transforms import (
+    CatFrames,
     Compose,
     FrameSkipTransform,
     ObservationNorm,
@@ -150,3 +151,38 @@ def test_inv_takes_tensors_as_keywords():
     assert t.inv(action=torch.full((3,), 5.0)).tolist() == [2.0, 2.0, 2.0]
     renamed = RenameTransform(["a"], ["b"], in_keys_inv=["env_action"], out_keys_inv=["action"])
     assert renamed.inv(action=torch.ones(2)).tolist() == [1.0, 1.0]
+
+
+@pytest.mark.parametrize(
+    ("padding", "expected_next"),
+    [
+        ("same", [[0, 0, 10], [0, 10, 11], [10, 11, 12], [3, 3, 13], [3, 13, 14], [13, 14, 15]]),
+        (
+            "constant",
+            [[-9, 0, 10], [0, 10, 11], [10, 11, 12], [-9, 3, 13], [3, 13, 14], [13, 14, 15]],
+        ),
+    ],
+)
+def test_catframes_offline_next_stack_reads_the_next_entries(padding, expected_next):
+    # torchrl 0.4 unfolds ("next", key) along time from its own values; only the frames before
+    # the episode start come from the root stack (the same for data a rollout wrote, where
+    # next[t] == root[t + 1], different for data edited apart)
+    obs = torch.arange(6.0).reshape(1, 6, 1)
+    done = torch.zeros(1, 6, 1, dtype=torch.bool)
+    done[0, 2] = True
+    td = TensorDict(
+        {"observation": obs, ("next", "observation"): obs + 10, ("next", "done"): done},
+        [1, 6],
+        names=[None, "time"],
+    )
+    t = CatFrames(
+        N=3,
+        dim=-1,
+        in_keys=["observation", ("next", "observation")],
+        padding=padding,
+        padding_value=-9.0,
+    )
+    out = t(td)
+    assert out["next", "observation"][0].tolist() == expected_next
+    pad = -9 if padding == "constant" else 0
+    assert out["observation"][0, :2].tolist() == [[pad, pad, 0], [pad, 0, 1]]

@@ -302,12 +302,13 @@ class CatFrames(ResetKeyMixin, ObservationTransform):
             data = data.movedim(tdim, bdims - 1)
             root = in_key[1:] if _is_next(in_key) else None
             root = root[0] if root is not None and len(root) == 1 else root
+            stack = self._stack(data, index, valid, bdims)
             if root is not None and root in stacks:
+                # frames before the episode start are the root stack's, shifted by one
                 d = data.shape[self.dim]
                 previous = stacks[root].narrow(self.dim, d, (self.N - 1) * d)
-                stack = torch.cat([previous, data], self.dim)
-            else:
-                stack = self._stack(data, index, valid, bdims)
+                shifted = torch.cat([previous, data], self.dim)
+                stack = torch.where(self._frame_mask(valid, data, bdims), stack, shifted)
             stacks[in_key] = stack
             tensordict.set(out_key, stack.movedim(bdims - 1, tdim))
         return tensordict
@@ -327,16 +328,26 @@ class CatFrames(ResetKeyMixin, ObservationTransform):
     def _stack(
         self, data: torch.Tensor, index: torch.Tensor, valid: torch.Tensor, bdims: int
     ) -> torch.Tensor:
+        """`data`'s frames at `index` stacked along `dim` (padding where not `valid`)."""
         feature = (1,) * (data.ndim - bdims)
         frames = []
         for j in range(self.N):
             idx = index[..., j].reshape(*index.shape[:-1], *feature)
-            frame = torch.take_along_dim(data, idx, dim=bdims - 1)
-            if self.padding == "constant":
-                keep = valid[..., j].reshape(*valid.shape[:-1], *feature)
-                frame = torch.where(keep, frame, torch.full_like(frame, self.padding_value))
-            frames.append(frame)
-        return torch.cat(frames, self.dim)
+            frames.append(torch.take_along_dim(data, idx, dim=bdims - 1))
+        stack = torch.cat(frames, self.dim)
+        if self.padding == "constant":
+            padding = torch.full_like(stack, self.padding_value)
+            stack = torch.where(self._frame_mask(valid, data, bdims), stack, padding)
+        return stack
+
+    def _frame_mask(self, valid: torch.Tensor, data: torch.Tensor, bdims: int) -> torch.Tensor:
+        """`valid` ([*B, T, N]) spread over the stack of `data`'s frames along `dim`."""
+        feature = (1,) * (data.ndim - bdims)
+        masks = [
+            valid[..., j].reshape(*valid.shape[:-1], *feature).expand_as(data)
+            for j in range(self.N)
+        ]
+        return torch.cat(masks, self.dim)
 
     def __repr__(self) -> str:
         return (
