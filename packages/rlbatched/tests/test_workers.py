@@ -5,7 +5,6 @@ from __future__ import annotations
 import multiprocessing
 import os
 import re
-import select
 import subprocess
 import sys
 import textwrap
@@ -19,7 +18,7 @@ from tensordict import TensorDict
 from rlbatched import ParallelEnv
 from rlcore import WorkerDiedError, WorkerTimeoutError
 from rlcore._worker_pool import WORKER_DIED, WORKER_HUNG, WORKER_RAISED
-from rlcore._worker_protocol import CAN_SPIN, wait_briefly
+from rlcore._worker_protocol import CAN_SPIN, acquire_briefly
 from rlmocks import CountingEnv
 
 
@@ -178,25 +177,15 @@ def test_interpreter_exits_cleanly_with_open_env(method):
     assert "Traceback" not in proc.stderr
 
 
-@pytest.mark.skipif(not CAN_SPIN, reason="select.poll / os.sched_yield are POSIX-only")
-def test_wait_briefly_returns_when_ready_or_after_its_window():
-    read_a, write_a = os.pipe()
-    read_b, write_b = os.pipe()
-    try:
-        poller = select.poll()
-        poller.register(read_a, select.POLLIN)
-        poller.register(read_b, select.POLLIN)
-        start = time.monotonic()
-        wait_briefly(poller, 1, 0.2)  # nothing readable: gives up after the window
-        assert 0.2 <= time.monotonic() - start < 5.0
-        os.write(write_a, b"s")
-        start = time.monotonic()
-        wait_briefly(poller, 2, 0.2)  # one of two readable: still waits the window
-        assert time.monotonic() - start >= 0.2
-        os.write(write_b, b"s")
-        start = time.monotonic()
-        wait_briefly(poller, 2, 30.0)  # both readable: returns at once
-        assert time.monotonic() - start < 5.0
-    finally:
-        for fd in (read_a, write_a, read_b, write_b):
-            os.close(fd)
+@pytest.mark.skipif(not CAN_SPIN, reason="os.sched_yield is POSIX-only")
+def test_acquire_briefly_takes_a_post_or_gives_up_after_its_window():
+    semaphore = multiprocessing.get_context("fork").Semaphore(0)
+    start = time.monotonic()
+    assert not acquire_briefly(semaphore, 0.2)  # nothing posted: gives up after the window
+    assert 0.2 <= time.monotonic() - start < 5.0
+    semaphore.release()
+    start = time.monotonic()
+    assert acquire_briefly(semaphore, 30.0)  # posted: taken at once
+    assert time.monotonic() - start < 5.0
+    assert not semaphore.acquire(False)  # the post was consumed
+    assert not acquire_briefly(semaphore, 0.0)  # no window: one try only

@@ -145,7 +145,7 @@ def test_worker_dying_mid_request_is_named_and_stops_the_pool(pools, method):
         pool.request("work", "exit", payloads={1: 3})
     err = info.value
     assert str(err) == WORKER_DIED.format(
-        label="test worker", index=1, pid=pid, phase="work", how="exit code 3", after="."
+        who="test worker 1", pid=pid, phase="work", how="exit code 3", after="."
     )
     assert (err.index, err.pid, err.exitcode, err.phase) == (1, pid, 3, "work")
     assert not pool.alive
@@ -173,8 +173,7 @@ def test_timeout_fires_once_and_stops_every_worker(pools, method):
     assert time.monotonic() - start < 15
     err = info.value
     assert str(err) == WORKER_HUNG.format(
-        label="test worker",
-        index=1,
+        who="test worker 1",
         pid=pids[1],
         seconds=1.0,
         phase="work",

@@ -3,7 +3,8 @@
 ``worker_main`` is the target of every pool process: it makes the worker ignore Ctrl-C (the
 main process handles it), closes the pipe ends it inherited from the main process under
 ``fork``, and makes sure the worker exits soon after the main process dies. ``serve`` is the
-loop a worker function runs: build its state once, then answer each command with one reply.
+loop a worker function runs: build the state of each of its slots once, then answer each
+command with one reply (the protocol: ``_worker_protocol``).
 """
 
 from __future__ import annotations
@@ -11,23 +12,23 @@ from __future__ import annotations
 import ctypes
 import os
 import pickle
-import select
 import signal
 import sys
 import threading
 import time
 import traceback
 import weakref
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from ._worker_protocol import CAN_SPIN, CLOSE, OK, SYNC, SYNCED, VALUE, encode_error, wait_briefly
+from ._worker_channel import WorkerLink
+from ._worker_protocol import CLOSE, PIPE, VALUE_TAG, acquire_briefly, encode_error
 
 __all__ = ["serve", "worker_main", "PARENT_ENDS"]
 
 UNKNOWN_COMMAND = "unknown worker command {command!r}; expected one of {known}."
 PARENT_POLL_S = 0.5  # how often a worker checks that the process that started it is alive
-WORKER_SPIN_S = 2e-4  # busy-wait window of a worker waiting for the next command (wait_briefly)
+NO_SLOTS = "serve() got {got} setup functions for a worker serving {expected} slots."
 EXIT_ORPHANED = 70  # exit status of a worker whose main process died
 _PR_SET_PDEATHSIG = 1  # from <linux/prctl.h>
 
@@ -51,7 +52,7 @@ def worker_main(
 
     Args:
         target: the worker function; it usually calls ``serve``.
-        conn: the worker's end of its pipe.
+        conn: the worker's end of its pool (a ``WorkerLink``).
         parent_pid: pid of the main process, or None when the worker's parent is another
             process (a fork server); the worker exits when its parent is gone.
         death_signal: ask Linux to SIGKILL the worker when the thread that started it exits
@@ -96,89 +97,116 @@ def _exit_when_orphaned(ppid: int) -> None:
     os._exit(EXIT_ORPHANED)
 
 
-def _reply(conn: Any, data: bytes) -> bool:
-    try:
-        conn.send_bytes(data)
-    except (OSError, ValueError):  # the main process is gone
-        return False
-    return True
+Handlers = Mapping[str, Callable[[Any], Any]]
 
 
 def serve(
-    conn: Any,
-    setup: Callable[[], Mapping[str, Callable[[Any], Any]]],
+    conn: WorkerLink,
+    setup: Callable[[], Handlers] | Sequence[Callable[[], Handlers]],
     hot: Mapping[bytes, str] | None = None,
     dumps: Callable[[Any], bytes] = pickle.dumps,
 ) -> None:
     """Answer the main process's commands until ``"close"`` or until the main process is gone.
 
-    ``setup()`` builds the worker's state and returns its handlers, ``{command: fn(payload)}``;
-    its success (``OK``) or exception (``ERROR``) is the first reply. Each command then gets one
-    reply: ``OK`` when its handler returns None, else ``VALUE`` + ``dumps(value)``, or
-    ``ERROR`` when it raised (the loop goes on). ``hot`` maps one-byte commands to handler
-    names (called with None). A handler named ``"close"`` is called once when the loop ends.
+    ``setup`` builds the state of the worker's slot and returns its handlers,
+    ``{command: fn(payload)}``; a worker serving several slots gets one ``setup`` per slot,
+    called in order. Each one's success or exception is its slot's first reply (a worker with
+    a failed slot exits once every slot has answered). Each command then gets one reply: none
+    when its handler returns None, else ``dumps(value)``, or the exception it raised (the loop
+    goes on). ``hot`` maps one-byte commands (no payload: the per-step path, which sends
+    nothing through the pipe) to handler names. A handler named ``"close"`` is called once when
+    the loop ends.
 
     Examples:
-        >>> from multiprocessing import Pipe
-        >>> main, worker = Pipe()
-        >>> main.send_bytes(pickle.dumps(("double", 21)))
-        >>> main.send_bytes(pickle.dumps(("close", None)))
-        >>> serve(worker, lambda: {"double": lambda x: 2 * x})
-        >>> main.recv_bytes(), pickle.loads(main.recv_bytes()[1:])
-        (b'k', 42)
+        >>> from rlcore import WorkerPool
+        >>> def work(conn):
+        ...     serve(conn, lambda: {"double": lambda x: 2 * x})
+        >>> pool = WorkerPool([(work, ())], start_method="fork", label="demo worker")
+        >>> pool.gather("start"), pool.request("double", "double", 21)
+        ([None], [42])
+        >>> pool.shutdown()
     """
+    link = conn
+    setups = list(setup) if isinstance(setup, Sequence) else [setup] * len(link.slots)
+    if len(setups) != len(link.slots):
+        raise ValueError(NO_SLOTS.format(got=len(setups), expected=len(link.slots)))
+    handlers: list[dict | None] = []
+    started = True
+    for slot, make in zip(link.slots, setups):
+        try:
+            handlers.append(dict(make()))
+        except BaseException as err:  # noqa: BLE001 - reported to the main process
+            handlers.append(None)
+            started = False
+            if not link.reply(slot, 1, encode_error(err)):
+                return
+        else:
+            link.reply_ok(slot, 1)
     try:
-        handlers = dict(setup())
-    except BaseException as err:  # noqa: BLE001 - reported to the main process
-        _reply(conn, encode_error(err))
-        return
-    try:
-        if _reply(conn, OK):
-            _loop(conn, handlers, hot or {}, dumps)
+        if started:
+            _loop(link, handlers, hot or {}, dumps)
     finally:
-        close = handlers.get(CLOSE)
-        if close is not None:
-            try:
-                close(None)
-            except BaseException:  # noqa: BLE001 - the worker is exiting anyway
-                traceback.print_exc()
+        for slot_handlers in handlers:
+            close = None if slot_handlers is None else slot_handlers.get(CLOSE)
+            if close is not None:
+                try:
+                    close(None)
+                except BaseException:  # noqa: BLE001 - the worker is exiting anyway
+                    traceback.print_exc()
 
 
-def _loop(conn: Any, handlers: dict, hot: Mapping[bytes, str], dumps: Callable) -> None:
-    hot_calls = {code: handlers[name] for code, name in hot.items()}
-    poller = None
-    if CAN_SPIN:
-        poller = select.poll()
-        poller.register(conn.fileno(), select.POLLIN)
+def _loop(link: WorkerLink, handlers: list, hot: Mapping[bytes, str], dumps: Callable) -> None:
+    """Wait for work, run the hot commands of the slots, then the pipe's messages; repeat."""
+    hot_names = {code[0]: name for code, name in hot.items()}
+    channel, conn, process = link.channel, link.conn, link.process
+    sent, kind, piped = channel.sent, channel.kind, channel.piped
+    wake = channel.wake[process]
+    first = channel.first[process]
+    slots = list(link.slots)
+    handled = [1] * len(slots)  # the number of the last command run, per slot
+    read = 0  # pipe messages read
+    spin_s = link.spin_s
     while True:
-        if poller is not None:
-            wait_briefly(poller, 1, WORKER_SPIN_S)
-        try:
-            message = conn.recv_bytes()
-        except (EOFError, OSError):
-            return  # the main process is gone
-        try:
-            if len(message) == 1:
-                handler = hot_calls.get(message)
-                if handler is None:
-                    known = sorted(hot_calls)
-                    raise ValueError(UNKNOWN_COMMAND.format(command=message, known=known))
-                value = handler(None)
-            else:
-                command, payload = pickle.loads(message)
-                if command == CLOSE:
-                    return
-                if command == SYNC:
-                    if not _reply(conn, SYNCED + payload):
+        if not acquire_briefly(wake, spin_s):
+            wake.acquire()
+        for local, slot in enumerate(slots):
+            seq = sent[slot]
+            if seq != handled[local]:
+                code = kind[slot]
+                if code != PIPE:
+                    handled[local] = seq
+                    name = hot_names.get(code, bytes([code]) if 0 <= code < 256 else code)
+                    if not _run(link, slot, seq, handlers[local], name, None, dumps):
                         return
-                    continue
-                handler = handlers.get(command)
-                if handler is None:
-                    known = sorted({*handlers, CLOSE, SYNC})
-                    raise ValueError(UNKNOWN_COMMAND.format(command=command, known=known))
-                value = handler(payload)
-            reply = OK if value is None else VALUE + dumps(value)
-        except BaseException as err:  # noqa: BLE001 - reported; the worker keeps serving
-            reply = encode_error(err)
-        if not _reply(conn, reply):
-            return
+        while piped[process] != read:
+            try:
+                message = conn.recv_bytes()
+            except (EOFError, OSError):
+                return  # the main process is gone
+            read += 1
+            command, body = pickle.loads(message)
+            if command == CLOSE:
+                return
+            for slot, seq, name, payload in body:
+                handled[slot - first] = seq
+                if not _run(link, slot, seq, handlers[slot - first], name, payload, dumps):
+                    return
+
+
+def _run(
+    link: WorkerLink, slot: int, seq: int, handlers: dict, name: Any, payload: Any, dumps: Callable
+) -> bool:
+    """Run one command of ``slot`` and reply; False when the main process is gone."""
+    try:
+        handler = handlers.get(name)
+        if handler is None:
+            known = sorted({*handlers, CLOSE})
+            raise ValueError(UNKNOWN_COMMAND.format(command=name, known=known))
+        value = handler(payload)
+        if value is None:
+            link.reply_ok(slot, seq)
+            return True
+        body = VALUE_TAG + dumps(value)
+    except BaseException as err:  # noqa: BLE001 - reported; the worker keeps serving
+        body = encode_error(err)
+    return link.reply(slot, seq, body)

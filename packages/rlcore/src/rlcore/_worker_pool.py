@@ -1,31 +1,35 @@
-"""The main-process side of a worker pool: start worker processes, message them, watch and stop them.
+"""The main-process side of a worker pool: start worker processes, command them, watch and stop them.
 
-One protocol (``_worker_protocol``) and one worker loop (``_worker_loop.serve``) serve every
-multi-process object of the stack (``rlbatched.ParallelEnv``, ``rlcollectors``'
-``MultiSyncDataCollector``). Commands go out with ``send``/``broadcast`` and come back
-through ``gather``; ``request`` does the three in one exchange. That pair is the one place
-where "send a command / wait for the replies" lives.
+One protocol (``_worker_protocol``: flags in shared memory, pipes for payloads, values and
+errors) and one worker loop (``_worker_loop.serve``) serve every multi-process object of the
+stack (``rlbatched.ParallelEnv``, ``rlcollectors``' ``MultiSyncDataCollector``). Each process
+serves one or more *slots*; commands go to slots with ``send``/``broadcast`` and their replies
+come back through ``gather`` (every slot asked) or ``gather_ready`` (the first ones done);
+``request`` sends and gathers in one exchange. That is the one place where "send a command /
+wait for the replies" lives.
 
 Failures never hang and never give stale data: a dead worker raises ``WorkerDiedError`` and a
 silent one ``WorkerTimeoutError`` (both stop every worker); a worker's exception is re-raised
-with its own type when possible (``WorkerRaisedError`` otherwise) once every reply is read, so
-the pipes stay in step. An exchange interrupted in the main process (Ctrl-C, any exception)
-is finished by the next ``sync`` before anything else is sent.
+with its own type when possible (``WorkerRaisedError`` otherwise) once every reply asked for is
+read. Replies are numbered: one left unread by an interrupted exchange (Ctrl-C, any exception
+in the main process) is waited for and dropped before its slot is sent anything else, and
+``sync`` does so for every slot.
 """
 
 from __future__ import annotations
 
 import multiprocessing as mp
+import multiprocessing.forkserver
 import os
 import pickle
-import select
 import threading
 import time
 import weakref
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, NoReturn
 
 from ._pickling import clean_worker_environ
+from ._worker_channel import FlagChannel, WorkerLink
 from ._worker_errors import (
     RemoteTraceback,
     WorkerDiedError,
@@ -38,13 +42,13 @@ from ._worker_loop import PARENT_ENDS, worker_main
 from ._worker_protocol import (
     CAN_SPIN,
     CLOSE,
-    ERROR,
+    ERROR_TAG,
     OK,
-    SYNC,
-    SYNCED,
-    VALUE,
+    PIPE,
+    SLOT,
+    SLOTS,
+    VALUE_TAG,
     decode_error_info,
-    wait_briefly,
 )
 
 __all__ = ["WorkerPool"]
@@ -52,9 +56,9 @@ __all__ = ["WorkerPool"]
 WORKER_RAISED = (
     "{label} {index} raised {type_name} during {phase}: {message}\n\nWorker traceback:\n{traceback}"
 )
-WORKER_DIED = "{label} {index} (pid {pid}) died unexpectedly during {phase} ({how}){after}"
+WORKER_DIED = "{who} (pid {pid}) died unexpectedly during {phase} ({how}){after}"
 WORKER_HUNG = (
-    "{label} {index} (pid {pid}) did not answer within {seconds:g} s during {phase} "
+    "{who} (pid {pid}) did not answer within {seconds:g} s during {phase} "
     "({timeout_arg}={seconds:g}){after}"
 )
 BAD_VALUE = "{label} {index} answered {phase} with a value that cannot be unpickled here: {error}"
@@ -64,12 +68,46 @@ INTERRUPTED = (
 )
 BAD_REPLY = "{label} {index} sent a malformed reply during {phase}; every worker was stopped{after}"
 STOPPED = "the {label}s were stopped (shutdown() or an earlier failure){after}"
+NOTHING_SENT = "{label} {index} has no command in flight to gather during {phase}"
+BAD_SLOTS = "slots must give a positive count per worker ({workers} workers), got {slots!r}"
 
 CLOSE_GRACE_S = 2.0  # given to the workers to exit after "close" before they are killed
 KILL_JOIN_S = 5.0
-DIED_JOIN_S = 1.0  # a worker whose pipe closed is exiting: wait this long for its exit code
-LIVENESS_S = 1.0  # while waiting, look at the pending workers' processes this often
-MAIN_SPIN_S = 3e-4  # busy-wait window of the main process waiting for every worker (step path)
+DIED_JOIN_S = 1.0  # a worker found dead: wait this long for its exit code
+LIVENESS_S = 0.1  # while blocked waiting, look at the pending workers' processes this often
+MAIN_SPIN_S = 3e-4  # spin window of the main process waiting for replies (acquire_briefly)
+WORKER_SPIN_S = 2e-4  # spin window of a worker waiting for its next command
+# modules a fork server imports once, so that the workers it forks start with them loaded
+FORKSERVER_PRELOAD = ("torch", "tensordict", "cloudpickle", "rlspecs", "rlcore")
+
+
+def prepare_forkserver(modules: Iterable[str] = ()) -> None:
+    """Ask the fork server to preload ``FORKSERVER_PRELOAD`` and ``modules`` when it starts.
+
+    The fork server starts on the first ``forkserver`` process and keeps its modules for the
+    life of this process: later workers fork from it with torch already imported. Modules a
+    user asked for (``set_forkserver_preload``) are kept; missing ones are skipped by the
+    server. A server already running is not restarted.
+
+    Examples:
+        >>> prepare_forkserver(["numpy"])
+        >>> "torch" in multiprocessing.forkserver._forkserver._preload_modules
+        True
+    """
+    server = getattr(multiprocessing.forkserver, "_forkserver", None)
+    current = list(getattr(server, "_preload_modules", None) or [])
+    wanted = current + [m for m in (*FORKSERVER_PRELOAD, *modules) if m not in current]
+    if wanted != current:
+        mp.get_context("forkserver").set_forkserver_preload(wanted)
+
+
+class _Failed:
+    """A slot's reply that is an exception to raise (not a value to return)."""
+
+    __slots__ = ("error",)
+
+    def __init__(self, error: BaseException) -> None:
+        self.error = error
 
 
 class _Processes:
@@ -78,6 +116,7 @@ class _Processes:
     def __init__(self, on_shutdown: Callable[[], None] | None) -> None:
         self.procs: list = []
         self.conns: list = []
+        self.channel: FlagChannel | None = None
         self.owner = os.getpid()
         self.on_shutdown = on_shutdown
 
@@ -87,11 +126,13 @@ class _Processes:
             return  # a copy inherited by a forked process: these workers are not its children
         try:
             close = pickle.dumps((CLOSE, None))
-            for conn in self.conns:
+            for process, conn in enumerate(self.conns):
                 try:
                     conn.send_bytes(close)
                 except (OSError, ValueError):
-                    pass  # dead worker or closed pipe
+                    continue  # dead worker or closed pipe
+                self.channel.piped[process] += 1
+                self.channel.wake[process].release()
             deadline = time.monotonic() + CLOSE_GRACE_S
             for proc in self.procs:
                 proc.join(max(0.0, deadline - time.monotonic()))
@@ -114,23 +155,33 @@ class _Processes:
 
 
 class WorkerPool:
-    """Worker processes, one pipe each, and the one protocol to talk to them.
+    """Worker processes, each serving one or more slots, and the one protocol to talk to them.
 
-    Each worker runs ``target(conn, *args)`` (which usually calls ``rlcore``'s ``serve``);
-    its first reply says whether it started: read it with ``gather("start")``. The workers
-    ignore Ctrl-C, and exit within about a second when the main process dies.
+    Each worker runs ``target(conn, *args)``, which usually calls ``rlcore``'s ``serve`` with
+    ``conn`` (the worker's ``WorkerLink``); every slot first answers whether it started: read
+    it with ``gather("start")``. Commands and replies are flags in shared memory and semaphore
+    posts (payloads, values and errors also use a pipe per worker); waiting processes spin for a
+    fraction of a millisecond, then block. The workers ignore Ctrl-C, and exit within about a
+    second when the main process dies.
 
     Not thread-safe: one thread talks to a pool at a time.
 
     Args:
-        workers: ``(target, args)`` per worker; under spawn and forkserver both are pickled.
-        start_method: ``"spawn"``, ``"fork"`` or ``"forkserver"``.
-        label: how errors name a worker: ``"{label} {index}"``.
+        workers: ``(target, args)`` per worker process; under spawn and forkserver both are
+            pickled.
+        start_method: ``"spawn"``, ``"fork"`` or ``"forkserver"`` (whose server is started
+            with torch and ``preload`` imported: ``prepare_forkserver``).
+        label: how errors name a slot: ``"{label} {index}"``.
         timeout: seconds to wait for a reply before raising ``WorkerTimeoutError``.
         timeout_arg: the owner's argument setting ``timeout``, named in timeout errors.
         after_loss: appended to the message when the workers were stopped by a failure
             (e.g. ``"; the env was closed and reopens on the next reset()."``).
         on_shutdown: called once, after the workers were stopped.
+        slots: how many slots each worker serves (default: one each); slots are numbered
+            consecutively, worker by worker.
+        spin: whether waiting processes spin briefly before blocking (False: they block at
+            once, which suits more processes than cores).
+        preload: more modules for the fork server to import (``forkserver`` only).
 
     Examples:
         >>> from rlcore._worker_pool import WorkerPool
@@ -158,35 +209,53 @@ class WorkerPool:
         after_loss: str = ".",
         process_name: str | None = None,
         on_shutdown: Callable[[], None] | None = None,
+        slots: Sequence[int] | None = None,
+        spin: bool = True,
+        preload: Iterable[str] = (),
     ) -> None:
+        counts = [1] * len(workers) if slots is None else [int(n) for n in slots]
+        if len(counts) != len(workers) or any(n < 1 for n in counts):
+            raise ValueError(BAD_SLOTS.format(workers=len(workers), slots=slots))
         self.label = label
         self.timeout = timeout
         self.timeout_arg = timeout_arg
         self.after_loss = after_loss
         self.start_method = start_method
+        spin = spin and CAN_SPIN
+        self._spin_s = MAIN_SPIN_S if spin else 0.0
         self._state = _Processes(on_shutdown)
         self._finalizer = weakref.finalize(self, self._state.stop)
         self.procs = self._state.procs
         self.conns = self._state.conns
         self.alive = True
-        self._unread = 0  # commands sent whose reply was not read yet (may over-count)
         self._broken: str | None = None
         clean_worker_environ()
+        if start_method == "forkserver":
+            prepare_forkserver(preload)
         ctx = mp.get_context(start_method)
+        channel = self._channel = self._state.channel = FlagChannel(ctx, counts)
+        self._process_of = channel.process_of
+        num_slots = len(self._process_of)
+        self._claimed = [0] * num_slots  # per slot: number of the last command whose reply was read
+        self._absorbed = [0] * num_slots  # per slot: number of the last command whose reply arrived
+        self._replies: dict[int, Any] = {}  # arrived, unclaimed replies
+        self._stash: dict[int, tuple[int, bytes]] = {}  # slot -> (command number, pipe message)
         # a fork server, not this process, is the parent of its workers
         parent_pid = None if start_method == "forkserver" else os.getpid()
         # PR_SET_PDEATHSIG fires when the *thread* that started the worker ends
         death_signal = threading.current_thread() is threading.main_thread()
         name = process_name or label.replace(" ", "-") + "-{index}"
+        worker_spin = WORKER_SPIN_S if spin else 0.0
         try:
             for index, (target, args) in enumerate(workers):
                 parent_conn, child_conn = ctx.Pipe()
                 PARENT_ENDS.add(parent_conn)
                 self.conns.append(parent_conn)
+                link = WorkerLink(child_conn, channel, index, worker_spin)
                 try:
                     proc = ctx.Process(
                         target=worker_main,
-                        args=(target, child_conn, parent_pid, death_signal, *args),
+                        args=(target, link, parent_pid, death_signal, *args),
                         name=name.format(index=index),
                         daemon=True,
                     )
@@ -200,47 +269,55 @@ class WorkerPool:
         except BaseException:
             self.shutdown()
             raise
-        self._unread = len(self.procs)  # each worker owes its start-up reply
-        self._fd_index = {conn.fileno(): i for i, conn in enumerate(self.conns)}
-        self._poller = select.poll()
-        for fd in self._fd_index:
-            self._poller.register(fd, select.POLLIN)
 
     @property
     def num_workers(self) -> int:
-        """Number of workers."""
+        """Number of worker processes."""
         return len(self.procs)
+
+    @property
+    def num_slots(self) -> int:
+        """Number of slots, all workers together."""
+        return len(self._process_of)
+
+    @property
+    def pending(self) -> list[int]:
+        """The slots whose last command's reply was not read yet (ascending)."""
+        sent, claimed = self._channel.sent, self._claimed
+        return [slot for slot in range(len(claimed)) if claimed[slot] != sent[slot]]
 
     # ------------------------------------------------------------------ sending
     def send(self, index: int, command: str, payload: Any = None, phase: str | None = None) -> None:
-        """Send ``(command, payload)`` to worker ``index``; read its reply with ``gather``."""
-        self._check_alive(phase or command)
-        self._write(index, pickle.dumps((command, payload)), phase or command)
+        """Send ``(command, payload)`` to slot ``index``; read its reply with ``gather``."""
+        self._send_pipe({index: payload}, command, phase or command)
 
-    def broadcast(self, code: bytes, phase: str) -> None:
-        """Send the one-byte command ``code`` to every worker (the per-step path)."""
+    def broadcast(self, code: bytes, phase: str, indices: Iterable[int] | None = None) -> None:
+        """Send the one-byte command ``code`` to every slot in ``indices`` (default: all).
+
+        The per-step path: a few integer writes in shared memory and one semaphore post per
+        worker, no pipe.
+        """
         if not self.alive:
             self._check_alive(phase)
-        conns = self.conns
-        self._unread += len(conns)  # counted first: an interruption can only over-count
-        for index, conn in enumerate(conns):
-            try:
-                conn.send_bytes(code)
-            except OSError:
-                self._lose_dead(index, phase)
-            except BaseException:
-                self._broken = phase  # possibly half a message in the pipe
-                raise
-
-    def _write(self, index: int, data: bytes, phase: str) -> None:
-        self._unread += 1
+        channel = self._channel
+        sent, kind, claimed = channel.sent, channel.kind, self._claimed
+        slots = range(len(claimed)) if indices is None else list(indices)
+        value = code[0]
+        stale = [slot for slot in slots if claimed[slot] != sent[slot]]
+        if stale:
+            self._settle(stale, phase)
+        if indices is None:
+            processes: Iterable[int] = range(len(self.procs))
+        else:
+            processes = sorted({self._process_of[slot] for slot in slots})
         try:
-            self.conns[index].send_bytes(data)
-        except OSError:
-            self._lose_dead(index, phase)
-        except BaseException:
-            self._broken = phase  # possibly half a message in the pipe
-            raise
+            for slot in slots:
+                kind[slot] = value
+                sent[slot] += 1
+        finally:  # whatever was marked must be seen: wake every worker concerned
+            wake = channel.wake
+            for process in processes:
+                wake[process].release()
 
     def request(
         self,
@@ -252,123 +329,251 @@ class WorkerPool:
         indices: Sequence[int] | None = None,
         timeout: float | None = None,
     ) -> list:
-        """One exchange: ``sync``, send ``command`` to the workers, return their replies in order.
+        """One exchange: ``sync``, send ``command`` to the slots, return their replies in order.
 
-        Every worker in ``indices`` (default: all, or the keys of ``payloads``) gets
-        ``payloads[index]`` if given, else ``payload``.
+        Every slot in ``indices`` (default: all, or the keys of ``payloads``) gets
+        ``payloads[index]`` if given, else ``payload``; each worker gets one message.
         """
         self.sync()
         if indices is None:
-            indices = list(payloads) if payloads is not None else range(len(self.conns))
-        for index in indices:
-            value = payloads[index] if payloads is not None else payload
-            self._write(index, pickle.dumps((command, value)), phase)
-        return self.gather(phase, indices, timeout)
+            indices = list(payloads) if payloads is not None else range(self.num_slots)
+        values = {i: (payloads[i] if payloads is not None else payload) for i in indices}
+        self._send_pipe(values, command, phase)
+        return self.gather(phase, list(indices), timeout)
+
+    def _send_pipe(self, payloads: Mapping[int, Any], command: str, phase: str) -> None:
+        """Send ``command`` through the pipes: one message per worker for its slots."""
+        self._check_alive(phase)
+        channel = self._channel
+        sent, kind, claimed = channel.sent, channel.kind, self._claimed
+        stale = [slot for slot in payloads if claimed[slot] != sent[slot]]
+        if stale:
+            self._settle(stale, phase)
+        by_process: dict[int, list] = {}
+        for slot, value in payloads.items():
+            entry = (slot, sent[slot] + 1, command, value)
+            by_process.setdefault(self._process_of[slot], []).append(entry)
+        messages = {p: pickle.dumps((SLOTS, entries)) for p, entries in by_process.items()}
+        for process, data in messages.items():
+            try:
+                self.conns[process].send_bytes(data)
+            except OSError:
+                self._lose_dead(process, phase)
+            except BaseException:
+                self._broken = phase  # possibly half a message in the pipe
+                raise
+            try:
+                for slot, seq, _, _ in by_process[process]:
+                    kind[slot] = PIPE
+                    sent[slot] = seq
+                channel.piped[process] += 1
+                channel.wake[process].release()
+            except BaseException:
+                self._broken = phase  # a message the worker may take for the next one
+                raise
 
     # ------------------------------------------------------------------ receiving
     def gather(
         self, phase: str, indices: Sequence[int] | None = None, timeout: float | None = None
     ) -> list:
-        """Wait for one reply from each worker in ``indices`` (default: all), in their order.
+        """Wait for the reply of each slot in ``indices`` (default: all), in their order.
 
-        Every reply is read before a worker's exception is raised (the lowest index's), so the
-        pipes stay in step and the pool stays usable. A dead worker raises ``WorkerDiedError``,
-        a silent one ``WorkerTimeoutError`` after ``timeout`` seconds; both stop every worker.
+        Every reply is read before a worker's exception is raised (the lowest slot's), so the
+        pool stays usable. A dead worker raises ``WorkerDiedError``, a silent one
+        ``WorkerTimeoutError`` after ``timeout`` seconds; both stop every worker.
         """
         self._check_alive(phase)
-        n = len(self.conns)
-        if indices is None or len(indices) == n:
-            poller = self._poller
-            if indices is None:
-                indices = range(n)
-                if CAN_SPIN:  # every worker was sent a command: the step path
-                    wait_briefly(poller, n, MAIN_SPIN_S)
-        else:
-            poller = select.poll()
-            for index in indices:
-                poller.register(self.conns[index].fileno(), select.POLLIN)
-        pending = set(indices)
-        replies: dict[int, Any] = {}
-        errors: dict[int, BaseException] = {}
-        seconds = self.timeout if timeout is None else timeout
-        deadline = time.monotonic() + seconds
-        while pending:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                self._lose_hung(min(pending), phase, seconds)
-            events = poller.poll(int(min(remaining, LIVENESS_S) * 1000) + 1)
-            if not events:
-                self._check_processes(pending, phase)
-                continue
-            for fd, _ in events:
-                index = self._fd_index[fd]
-                if index not in pending:
-                    continue
-                message = self._recv(index, phase)
-                pending.discard(index)
-                tag = message[:1]
-                if tag == OK:
-                    replies[index] = None
-                elif tag == VALUE:
-                    try:
-                        replies[index] = pickle.loads(message[1:])
-                    except Exception as err:  # noqa: BLE001 - reported as this worker's error
-                        errors[index] = self._bad_value(index, phase, err)
-                elif tag == ERROR:
-                    errors[index] = self._raised(index, phase, message)
-                else:
-                    self._lose(WorkerError(self._text(BAD_REPLY, index, phase), index=index))
+        slots = range(self.num_slots) if indices is None else indices
+        self._check_in_flight(slots, phase)
+        self._collect(slots, len(slots), phase, self.timeout if timeout is None else timeout)
+        replies = []
+        errors = {}
+        for slot in slots:
+            reply = self._claim(slot)
+            if isinstance(reply, _Failed):
+                errors[slot] = reply.error
+                reply = None
+            replies.append(reply)
         if errors:
             raise errors[min(errors)]
-        return [replies[index] for index in indices]
+        return replies
 
-    def _recv(self, index: int, phase: str) -> bytes:
+    def gather_ready(
+        self,
+        phase: str,
+        indices: Sequence[int],
+        min_ready: int = 1,
+        max_ready: int | None = None,
+        timeout: float | None = None,
+    ) -> dict[int, Any]:
+        """Wait until ``min_ready`` of ``indices`` have replied; return ``{slot: reply}``.
+
+        Every slot that has replied by then is returned (the lowest ``max_ready`` ones when
+        more are ready); the others stay in flight. A worker's exception is raised for the
+        lowest failed slot among those ready: the failed slots are then no longer in flight,
+        the others that were ready stay ready for the next call.
+        """
+        self._check_alive(phase)
+        self._check_in_flight(indices, phase)
+        seconds = self.timeout if timeout is None else timeout
+        ready = sorted(self._collect(indices, min_ready, phase, seconds))
+        failed = [slot for slot in ready if isinstance(self._replies.get(slot), _Failed)]
+        if failed:
+            errors = [self._claim(slot).error for slot in failed]
+            raise errors[0]
+        if max_ready is not None:
+            ready = ready[:max_ready]
+        return {slot: self._claim(slot) for slot in ready}
+
+    def _check_in_flight(self, slots: Iterable[int], phase: str) -> None:
+        sent, claimed = self._channel.sent, self._claimed
+        for slot in slots:
+            if claimed[slot] == sent[slot]:
+                raise RuntimeError(NOTHING_SENT.format(label=self.label, index=slot, phase=phase))
+
+    def _claim(self, slot: int) -> Any:
+        reply = self._replies.pop(slot, None)
+        self._claimed[slot] = self._absorbed[slot]
+        return reply
+
+    def _collect(self, slots: Iterable[int], need: int, phase: str, seconds: float) -> list[int]:
+        """Wait until ``need`` of ``slots`` have replied to their last command; read replies.
+
+        Returns every slot of ``slots`` whose reply has arrived. Spins for a short window
+        (taking the main semaphore's posts), then blocks on it in slices, looking at the
+        workers' processes between slices.
+        """
+        channel = self._channel
+        done, sent, absorbed = channel.done, channel.sent, self._absorbed
+        ready_posts = channel.ready
+        complete: list[int] = []
+        waiting: list[int] = []
+        for slot in slots:
+            (complete if absorbed[slot] == sent[slot] else waiting).append(slot)
+        deadline = time.monotonic() + seconds
+        spin_end = 0.0
+        while True:
+            if waiting:
+                still = []
+                for slot in waiting:
+                    if done[slot] == sent[slot]:
+                        self._absorb(slot, phase, deadline, seconds)
+                        complete.append(slot)
+                    else:
+                        still.append(slot)
+                waiting = still
+            if len(complete) >= need:
+                break
+            if ready_posts.acquire(False):
+                continue
+            now = time.monotonic()
+            if not spin_end:
+                spin_end = now + self._spin_s
+            if now < spin_end:
+                os.sched_yield()
+                continue
+            if not self.alive:
+                self._check_alive(phase)
+            if now >= deadline:
+                self._lose_hung(self._process_of[waiting[0]], phase, seconds)
+            if not ready_posts.acquire(True, min(deadline - now, LIVENESS_S)):
+                self._check_processes(waiting, phase)
+        while ready_posts.acquire(False):
+            pass  # posts of replies already seen: the flags, not the posts, say what is done
+        return complete
+
+    def _absorb(self, slot: int, phase: str, deadline: float, seconds: float) -> None:
+        """Record the reply of ``slot``'s last command (reading its pipe message, if any)."""
+        channel = self._channel
+        seq = channel.sent[slot]
+        if channel.status[slot] == OK:
+            reply = None
+        else:
+            reply = self._decode(slot, phase, self._read_body(slot, seq, phase, deadline, seconds))
+        self._replies[slot] = reply
+        self._absorbed[slot] = seq
+        self._stash.pop(slot, None)
+
+    def _decode(self, slot: int, phase: str, message: bytes) -> Any:
+        tag = message[:1]
+        if tag == VALUE_TAG:
+            try:
+                return pickle.loads(message[1:])
+            except Exception as err:  # noqa: BLE001 - reported as this worker's error
+                return _Failed(self._bad_value(slot, phase, err))
+        if tag == ERROR_TAG:
+            return _Failed(self._raised(slot, phase, message))
+        self._lose(WorkerError(self._text(BAD_REPLY, slot, phase), index=slot))
+
+    def _read_body(self, slot: int, seq: int, phase: str, deadline: float, seconds: float) -> bytes:
+        """The pipe message of command ``seq`` of ``slot`` (others met on the way are kept)."""
+        process = self._process_of[slot]
+        conn = self.conns[process]
+        while True:
+            held = self._stash.get(slot)
+            if held is not None:
+                if held[0] == seq:
+                    return held[1]
+                del self._stash[slot]  # an older command's, whose reply was dropped
+            while not conn.poll(min(max(deadline - time.monotonic(), 0.0), LIVENESS_S)):
+                if not self.alive:
+                    self._check_alive(phase)
+                if time.monotonic() >= deadline:
+                    self._lose_hung(process, phase, seconds)
+                if not self.procs[process].is_alive():
+                    self._lose_dead(process, phase)
+            message = self._recv(process, phase)
+            if len(message) <= SLOT.size:
+                self._lose(WorkerError(self._text(BAD_REPLY, slot, phase), index=slot))
+            got, got_seq = SLOT.unpack_from(message)
+            self._stash[got] = (got_seq, message[SLOT.size :])
+
+    def _recv(self, process: int, phase: str) -> bytes:
         try:
-            message = self.conns[index].recv_bytes()
+            return self.conns[process].recv_bytes()
         except (EOFError, OSError):
-            self._lose_dead(index, phase)
+            self._lose_dead(process, phase)
         except BaseException:
             self._broken = phase  # possibly half a message read
             raise
-        self._unread -= 1
-        return message
 
-    def _check_processes(self, indices: Sequence[int], phase: str) -> None:
-        # a worker whose pipe end is also held by a process it started gives no EOF on exit
-        for index in sorted(indices):
-            if not self.procs[index].is_alive() and not self.conns[index].poll(0):
-                self._lose_dead(index, phase)
+    def _check_processes(self, slots: Sequence[int], phase: str) -> None:
+        """Raise ``WorkerDiedError`` for a dead worker still owing a reply in ``slots``."""
+        if not self.alive:
+            self._check_alive(phase)
+        done, sent = self._channel.done, self._channel.sent
+        for process in sorted({self._process_of[slot] for slot in slots}):
+            if not self.procs[process].is_alive():
+                owing = [s for s in slots if self._process_of[s] == process and done[s] != sent[s]]
+                if owing:
+                    self._lose_dead(process, phase)
 
-    def sync(self) -> None:
-        """Make the pipes ready for a new exchange after an interrupted one (cheap otherwise).
+    def sync(self, indices: Iterable[int] | None = None) -> None:
+        """Wait for every reply still owed (by the slots ``indices``, default all) and drop it.
 
-        An exchange cut short in the main process (Ctrl-C while waiting, an exception between
-        sending and gathering) leaves replies unread; each worker is then sent a token and
-        every reply before its echo is dropped, so no later exchange reads an old reply. Call
-        it before writing anything the workers may still be reading (shared memory).
+        Cheap when none is. An exchange cut short in the main process (Ctrl-C while waiting,
+        an exception between sending and gathering) leaves replies unread; call this before
+        writing anything the workers may still be reading (shared memory) or before a new
+        exchange.
         """
         if not self.alive:
             self._check_alive("sync")
         if self._broken is not None:
             self._lose(WorkerError(self._text(INTERRUPTED, 0, self._broken)))
-        if self._unread:
-            self._resync()
+        stale = self.pending
+        if indices is not None:
+            wanted = set(indices)
+            stale = [slot for slot in stale if slot in wanted]
+        if stale:
+            self._settle(stale, "sync")
 
-    def _resync(self) -> None:
-        token = os.urandom(8)
-        message = pickle.dumps((SYNC, token))
-        for index in range(len(self.conns)):
-            self._write(index, message, "sync")
-        deadline = time.monotonic() + self.timeout
-        for index, conn in enumerate(self.conns):
-            while True:
-                while not conn.poll(min(max(deadline - time.monotonic(), 0.0), LIVENESS_S)):
-                    if time.monotonic() >= deadline:
-                        self._lose_hung(index, "sync", self.timeout)
-                    self._check_processes([index], "sync")
-                if self._recv(index, "sync") == SYNCED + token:
-                    break
-        self._unread = 0
+    def _settle(self, slots: list[int], phase: str) -> None:
+        """Wait for the replies of ``slots``' last commands and drop them."""
+        if self._broken is not None:
+            self._lose(WorkerError(self._text(INTERRUPTED, 0, self._broken)))
+        self._collect(slots, len(slots), phase, self.timeout)
+        for slot in slots:
+            self._claim(slot)
 
     # ------------------------------------------------------------------ failures
     def _text(self, template: str, index: int, phase: str, **fields: Any) -> str:
@@ -376,8 +581,14 @@ class WorkerPool:
             label=self.label, index=index, phase=phase, after=self.after_loss, **fields
         )
 
+    def _who(self, process: int) -> str:
+        """How errors name worker process ``process``: by its slot, or its range of slots."""
+        first = self._channel.first
+        low, high = first[process], first[process + 1] - 1
+        return f"{self.label} {low}" if low == high else f"{self.label}s {low}-{high}"
+
     def _raised(self, index: int, phase: str, message: bytes) -> BaseException:
-        """The exception to raise for worker ``index``'s ``ERROR`` reply."""
+        """The exception to raise for slot ``index``'s ``ERROR`` reply."""
         type_name, text, tb, original = decode_error_info(message)
         full = self._text(
             WORKER_RAISED, index, phase, type_name=type_name, message=text, traceback=tb
@@ -390,9 +601,8 @@ class WorkerPool:
             except Exception:  # noqa: BLE001 - its constructor wants other arguments
                 err = None
         if err is None:
-            err = WorkerRaisedError(
-                full, type_name=type_name, index=index, pid=self.procs[index].pid, phase=phase
-            )
+            pid = self.procs[self._process_of[index]].pid
+            err = WorkerRaisedError(full, type_name=type_name, index=index, pid=pid, phase=phase)
         if original is None:
             original = RemoteTraceback(type_name, text, tb)
         err.__cause__ = original
@@ -407,25 +617,38 @@ class WorkerPool:
         err.__cause__ = error
         return err
 
-    def _lose_dead(self, index: int, phase: str) -> NoReturn:
+    def _lose_dead(self, process: int, phase: str) -> NoReturn:
         if not self.alive:  # shut down meanwhile (by another thread): its pipes were closed
-            raise WorkerError(self._text(STOPPED, index, phase), index=index, phase=phase)
-        proc = self.procs[index]
+            raise WorkerError(self._text(STOPPED, process, phase), index=process, phase=phase)
+        proc = self.procs[process]
         proc.join(DIED_JOIN_S)
         exitcode = proc.exitcode
-        message = self._text(WORKER_DIED, index, phase, pid=proc.pid, how=describe_exit(exitcode))
+        message = self._text(
+            WORKER_DIED,
+            process,
+            phase,
+            who=self._who(process),
+            pid=proc.pid,
+            how=describe_exit(exitcode),
+        )
         self._lose(
-            WorkerDiedError(message, index=index, pid=proc.pid, phase=phase, exitcode=exitcode)
+            WorkerDiedError(message, index=process, pid=proc.pid, phase=phase, exitcode=exitcode)
         )
 
-    def _lose_hung(self, index: int, phase: str, seconds: float) -> NoReturn:
-        proc = self.procs[index]
+    def _lose_hung(self, process: int, phase: str, seconds: float) -> NoReturn:
+        proc = self.procs[process]
         message = self._text(
-            WORKER_HUNG, index, phase, pid=proc.pid, seconds=seconds, timeout_arg=self.timeout_arg
+            WORKER_HUNG,
+            process,
+            phase,
+            who=self._who(process),
+            pid=proc.pid,
+            seconds=seconds,
+            timeout_arg=self.timeout_arg,
         )
         proc.kill()  # a hung worker would not read "close" either
         self._lose(
-            WorkerTimeoutError(message, index=index, pid=proc.pid, phase=phase, seconds=seconds)
+            WorkerTimeoutError(message, index=process, pid=proc.pid, phase=phase, seconds=seconds)
         )
 
     def _lose(self, err: WorkerError) -> NoReturn:

@@ -1,19 +1,28 @@
-"""The messages a worker pool and its workers exchange over one pipe per worker.
+"""What a worker pool and its workers exchange: flags in shared memory, and pipe messages.
 
-Main process -> worker: a one-byte *hot* command (the per-step path, no payload; its meaning
-is agreed by the pool's owner and its worker code), or a pickled ``(command, payload)`` pair.
-``"close"`` and ``"sync"`` are reserved: the worker loop answers them itself.
+Each worker process serves one or more *slots* (``rlbatched.ParallelEnv``: one sub-env each).
+A command goes to a slot; its reply comes back from that slot:
 
-Worker -> main process: exactly one reply per command, tagged by its first byte: ``OK``
-(no value), ``VALUE`` + pickle, ``ERROR`` + pickled exception info, ``SYNCED`` + the token of
-a ``"sync"`` command.
+- **Command**: the main process sets the slot's ``kind`` (a one-byte *hot* command, e.g. the
+  per-step ``b"s"``, or ``PIPE``: the command and its payload are in the next pipe message)
+  and bumps the slot's ``sent`` counter in shared memory, then posts the process's wake-up
+  semaphore. Pipe messages are ``("slots", [(slot, seq, command, payload), ...])`` or
+  ``("close", None)``; ``"close"`` is reserved.
+- **Reply**: the worker sets the slot's ``status`` (``OK``, ``VALUE`` or ``ERROR``) and its
+  ``done`` counter to the command's number, then posts the main process's semaphore. A
+  ``VALUE`` or ``ERROR`` reply also sends one pipe message: the slot and the command's number
+  (``SLOT``), then ``VALUE_TAG`` + pickle, or ``ERROR_TAG`` + pickled exception info.
+
+So a step sends nothing through a pipe: it is a few integer writes and two semaphore posts.
+Counters, not booleans: a reply is matched to its command by number, so a reply that arrives
+late (its exchange was interrupted) is never taken for a newer one.
 """
 
 from __future__ import annotations
 
 import os
 import pickle
-import select
+import struct
 import time
 import traceback
 from collections.abc import Callable
@@ -21,33 +30,43 @@ from typing import Any
 
 import cloudpickle
 
-OK = b"k"
-VALUE = b"v"
-ERROR = b"e"
-SYNCED = b"y"
+# statuses a worker writes for the last command of a slot
+OK = 1
+VALUE = 2
+ERROR = 3
+# pipe message tags (first byte after the slot number)
+VALUE_TAG = b"v"
+ERROR_TAG = b"e"
+STATUS_OF_TAG = {VALUE_TAG: VALUE, ERROR_TAG: ERROR}
+SLOT = struct.Struct("<iq")  # slot and command number, heading a reply's pipe message
+# the "kind" of a slot command
+PIPE = -1  # the command is in the pipe
+START = -2  # the start-up "command" every slot answers once
 CLOSE = "close"
-SYNC = "sync"
+SLOTS = "slots"
 
-# select.poll and os.sched_yield are POSIX-only (neither exists on Windows, sched_yield not on macOS)
-CAN_SPIN = hasattr(select, "poll") and hasattr(os, "sched_yield")
+# os.sched_yield is POSIX-only (neither Windows nor macOS has it): no spinning there
+CAN_SPIN = hasattr(os, "sched_yield")
 
 
-def wait_briefly(poller: Any, ready: int, seconds: float) -> None:
-    """Poll without sleeping until ``ready`` pipes are readable or ``seconds`` have passed.
+def acquire_briefly(semaphore: Any, seconds: float) -> bool:
+    """Take ``semaphore`` without blocking, trying again for up to ``seconds``; True if taken.
 
-    Waking a process blocked on a pipe (an idle CPU, in a VM a halted vCPU) costs tens of
-    microseconds, about a Pendulum step, and where the kernel places the woken process varies
-    from run to run. Workers poll like this between commands and the main process while the
-    workers step. Measured on 2 cores (medians of 7 rollouts of 500 steps), ParallelEnv(2,
-    Pendulum) steps in ~160 µs this way, against 175-250 µs (bimodal) with worker 0 alone
-    polling and ~275 µs with none; ParallelEnv(4, Pendulum) in ~280-320 µs against ~390 µs.
-    ``sched_yield`` hands the core to any other runnable process, so only idle time is spent;
-    after the window the caller blocks as usual. It changes timing only: the same messages are
-    then read as before.
+    Between tries the core goes to any other runnable process (``os.sched_yield``), so only
+    idle time is spent. Waking a process blocked on a semaphore or a pipe (an idle CPU, in a VM
+    a halted vCPU) costs tens of microseconds, as much as a Pendulum step: the processes of a
+    pool spin like this for a short window, then block.
     """
+    if semaphore.acquire(False):
+        return True
+    if not CAN_SPIN or seconds <= 0:
+        return False
     deadline = time.monotonic() + seconds
-    while len(poller.poll(0)) < ready and time.monotonic() < deadline:
+    while time.monotonic() < deadline:
         os.sched_yield()
+        if semaphore.acquire(False):
+            return True
+    return False
 
 
 def _safe(compute: Callable[[], str], fallback: str) -> str:
@@ -58,7 +77,7 @@ def _safe(compute: Callable[[], str], fallback: str) -> str:
 
 
 def encode_error(err: BaseException) -> bytes:
-    """The ``ERROR`` reply for ``err``: type name, message, traceback text, pickled exception.
+    """``ERROR_TAG`` + pickled (type name, message, traceback text, pickled exception).
 
     Never raises: an exception whose ``__str__`` fails is described as unprintable, and one that
     cannot be pickled travels without its pickle (the main process then rebuilds a
@@ -71,11 +90,11 @@ def encode_error(err: BaseException) -> bytes:
         payload = cloudpickle.dumps(err)
     except BaseException:  # noqa: BLE001 - anything may fail while pickling a user's exception
         payload = None
-    return ERROR + pickle.dumps((type_name, message, text, payload))
+    return ERROR_TAG + pickle.dumps((type_name, message, text, payload))
 
 
 def decode_error_info(message: bytes) -> tuple[str, str, str, BaseException | None]:
-    """``(type_name, message, traceback_text, original or None)`` from an ``ERROR`` reply."""
+    """``(type_name, message, traceback_text, original or None)`` from an ``ERROR_TAG`` body."""
     type_name, text, tb, payload = pickle.loads(message[1:])
     original = None
     if payload is not None:
