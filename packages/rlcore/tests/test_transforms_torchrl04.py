@@ -186,3 +186,17 @@ def test_catframes_offline_next_stack_reads_the_next_entries(padding, expected_n
     assert out["next", "observation"][0].tolist() == expected_next
     pad = -9 if padding == "constant" else 0
     assert out["observation"][0, :2].tolist() == [[pad, pad, 0], [pad, 0, 1]]
+
+
+def test_observation_norm_with_stats_of_the_wrong_shape_names_the_key():
+    t = ObservationNorm(torch.zeros(4), torch.ones(4), in_keys=["observation"])
+    with pytest.raises(ValueError, match=r"\(4,\).*\(3,\) of 'observation'"):
+        TransformedEnv(CountEnv(), t)
+    inv = ObservationNorm(torch.zeros(3), torch.ones(3), in_keys=[], in_keys_inv=["action"])
+    with pytest.raises(ValueError, match=r"\(1,\) of 'action'"):
+        TransformedEnv(CountEnv(), inv)
+    batched = TransformedEnv(
+        CountEnv(batch_size=(2,)),
+        ObservationNorm(torch.zeros(3), torch.ones(3), in_keys=["observation"]),
+    )
+    check_env_specs(batched)  # statistics broadcast over the batch dims

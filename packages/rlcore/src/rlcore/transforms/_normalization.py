@@ -7,9 +7,9 @@ from collections.abc import Sequence
 from typing import Any
 
 import torch
-from tensordict import NestedKey
+from tensordict import NestedKey, unravel_key
 
-from rlspecs import Bounded, TensorSpec, Unbounded
+from rlspecs import Bounded, Composite, TensorSpec, Unbounded
 
 from ._base import ObservationTransform
 
@@ -54,6 +54,10 @@ NORM_KEEP_DIMS_ERROR = (
 NORM_STATS_KEY_ERROR = (
     "ObservationNorm.init_stats: {key!r} is not in the parent env's rollouts (keys: {keys}); "
     "pass key= naming an entry of the env before this transform"
+)
+NORM_SHAPE_ERROR = (
+    "ObservationNorm: loc {loc} and scale {scale} do not broadcast to the shape {shape} of "
+    "{key!r}; give statistics of the entry's shape (or one that broadcasts to it)"
 )
 NORM_NON_FINITE_ERROR = "Non-finite values found in {name} (estimated from key {key!r})"
 
@@ -145,10 +149,40 @@ class ObservationNorm(ObservationTransform):
             device=spec.device,
         )
 
+    def _check_stats_shape(self, spec: TensorSpec, keys: Sequence[NestedKey]) -> None:
+        """Raise, naming the key, if loc/scale cannot normalise an entry of `spec` (once per build)."""
+        if not self.initialized:
+            return
+        leaves = {keys[0]: spec} if keys and not isinstance(spec, Composite) else {}
+        if isinstance(spec, Composite):
+            present = {unravel_key(k) for k in spec.keys(True, True)}
+            leaves = {key: spec[key] for key in keys if key in present}
+        for key, leaf in leaves.items():
+            try:
+                shape = torch.broadcast_shapes(self.loc.shape, self.scale.shape, leaf.shape)
+            except RuntimeError:
+                shape = None
+            if shape != leaf.shape:
+                raise ValueError(
+                    NORM_SHAPE_ERROR.format(
+                        loc=tuple(self.loc.shape),
+                        scale=tuple(self.scale.shape),
+                        shape=tuple(leaf.shape),
+                        key=key,
+                    )
+                )
+
     def transform_observation_spec(self, observation_spec: TensorSpec) -> TensorSpec:
+        self._check_stats_shape(observation_spec, self.in_keys)
         return self._map_specs(observation_spec, self.in_keys, self.out_keys, self._map_spec)
 
     def transform_input_spec(self, input_spec: TensorSpec) -> TensorSpec:
+        if isinstance(input_spec, Composite):
+            for group in ("full_action_spec", "full_state_spec"):
+                if group in input_spec.keys() and input_spec[group] is not None:
+                    self._check_stats_shape(input_spec[group], self.in_keys_inv)
+        else:
+            self._check_stats_shape(input_spec, self.in_keys_inv)
         return self._map_input_specs(input_spec, self._map_spec)
 
     def init_stats(
