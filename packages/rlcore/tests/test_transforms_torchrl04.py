@@ -11,6 +11,7 @@ from rlcore import check_env_specs
 from rlcore.transforms import (
     CatFrames,
     Compose,
+    DiscreteActionProjection,
     FrameSkipTransform,
     ObservationNorm,
     ObservationTransform,
@@ -200,3 +201,13 @@ def test_observation_norm_with_stats_of_the_wrong_shape_names_the_key():
         ObservationNorm(torch.zeros(3), torch.ones(3), in_keys=["observation"]),
     )
     check_env_specs(batched)  # statistics broadcast over the batch dims
+
+
+def test_discrete_action_projection_sized_for_another_env_names_the_action():
+    from _transform_envs import OneHotEnv
+
+    n = OneHotEnv().action_spec.shape[-1]
+    env = TransformedEnv(OneHotEnv(), DiscreteActionProjection(n, n + 2))
+    assert env.action_spec.shape == (n + 2,)
+    with pytest.raises(ValueError, match=rf"'action' has {n} entries.*num_actions_effective=2"):
+        TransformedEnv(OneHotEnv(), DiscreteActionProjection(2, n + 2))

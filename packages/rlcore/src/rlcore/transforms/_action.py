@@ -24,6 +24,11 @@ PROJECTION_SHAPE_ERROR = (
 PROJECTION_KEY_ERROR = (
     "DiscreteActionProjection: {key!r} not found in the action spec (keys: {keys})"
 )
+PROJECTION_ENV_SIZE_ERROR = (
+    "DiscreteActionProjection: the base env's action {key!r} has {got} entries (spec shape "
+    "{shape}) but num_actions_effective={expected}; num_actions_effective is the base env's "
+    "number of actions, max_actions the policy's"
+)
 
 MASK_FORWARD_ERROR = (
     "class ActionMask cannot be executed without a parent environment: it updates the mask of "
@@ -101,7 +106,16 @@ class DiscreteActionProjection(Transform):
             )
         return nn.functional.one_hot(index, self.num_actions_effective).to(action.dtype)
 
-    def _wide_spec(self, spec: TensorSpec) -> OneHot:
+    def _wide_spec(self, spec: TensorSpec, key: NestedKey | None = None) -> OneHot:
+        if spec.shape and spec.shape[-1] != self.num_actions_effective:
+            raise ValueError(
+                PROJECTION_ENV_SIZE_ERROR.format(
+                    key=self.in_keys_inv[0] if key is None else key,
+                    got=spec.shape[-1],
+                    shape=tuple(spec.shape),
+                    expected=self.num_actions_effective,
+                )
+            )
         return OneHot(
             self.max_actions,
             shape=(*spec.shape[:-1], self.max_actions),
@@ -117,7 +131,7 @@ class DiscreteActionProjection(Transform):
         if key not in action_spec.keys(True, True):
             keys = list(action_spec.keys(True, True))
             raise KeyError(PROJECTION_KEY_ERROR.format(key=key, keys=keys))
-        action_spec[key] = self._wide_spec(action_spec[key])
+        action_spec[key] = self._wide_spec(action_spec[key], key)
         return input_spec
 
     def __repr__(self) -> str:
