@@ -18,10 +18,12 @@ from rlcore.transforms import (
     RenameTransform,
     SqueezeTransform,
     StepCounter,
+    TensorDictPrimer,
     Transform,
     TransformedEnv,
     UnsqueezeTransform,
 )
+from rlspecs import Unbounded
 
 pytestmark = pytest.mark.filterwarnings("error")
 
@@ -211,3 +213,31 @@ def test_discrete_action_projection_sized_for_another_env_names_the_action():
     assert env.action_spec.shape == (n + 2,)
     with pytest.raises(ValueError, match=rf"'action' has {n} entries.*num_actions_effective=2"):
         TransformedEnv(OneHotEnv(), DiscreteActionProjection(2, n + 2))
+
+
+def test_primer_expand_specs_as_later_torchrl_releases():
+    # a per-env spec whose first dim happens to be the batch size: torchrl 0.4's guess keeps
+    # it as is, expand_specs=True expands it, expand_specs=False requires the batch dims
+    per_env = Unbounded((2,))
+    guessed = TransformedEnv(CountEnv(batch_size=(2,)), TensorDictPrimer(h=per_env))
+    assert guessed.reset()["h"].shape == (2,)
+    expanded = TransformedEnv(
+        CountEnv(batch_size=(2,)), TensorDictPrimer(h=per_env, expand_specs=True)
+    )
+    assert expanded.observation_spec["h"].shape == (2, 2)
+    # rebuilt specs expand the given spec again, not the expanded one
+    expanded.base_env.observation_spec = expanded.base_env.observation_spec.clone()
+    assert expanded.state_spec["h"].shape == (2, 2)
+    check_env_specs(expanded)
+    assert expanded.rollout(3)["next", "h"].shape == (2, 3, 2)
+    standalone = TensorDictPrimer(h=per_env, expand_specs=True)
+    assert standalone(TensorDict(batch_size=[2]))["h"].shape == (2, 2)
+    assert standalone.reset(TensorDict(batch_size=[2]))["h"].shape == (2, 2)
+    with pytest.raises(ValueError, match=r"'h' has shape \(3,\).*\(2,\).*expand_specs=False"):
+        TransformedEnv(
+            CountEnv(batch_size=(2,)), TensorDictPrimer(h=Unbounded((3,)), expand_specs=False)
+        )
+    strict = TransformedEnv(
+        CountEnv(batch_size=(2,)), TensorDictPrimer(h=Unbounded((2, 3)), expand_specs=False)
+    )
+    assert strict.reset()["h"].shape == (2, 3)

@@ -37,6 +37,11 @@ STEP_MISSING_ERROR = (
     "TensorDictPrimer: {key!r} not found in the step input; reset the env first (primed "
     "entries are written at reset and carried from step to step)"
 )
+PRIMER_BATCH_ERROR = (
+    "TensorDictPrimer: the spec of {key!r} has shape {shape}, whose leading dims are not the "
+    "env batch size {batch}, and expand_specs=False; give specs with the batch dims or pass "
+    "expand_specs=True (specs of one env, expanded to the batch)"
+)
 OBS_SPEC_ERROR = "observation_spec was expected to be of type Composite. Got {type} instead."
 
 
@@ -58,6 +63,10 @@ class TensorDictPrimer(ResetKeyMixin, Transform):
         default_value: a number for every entry, a callable returning a tensor, or a dict of
             either per key (its keys must be exactly the primers' leaves).
         reset_key: the reset entry to follow (default: the parent env's only reset key).
+        expand_specs: later torchrl releases' flag. True: the specs describe one env and are
+            always expanded to the batch size (also when their leading dims happen to equal
+            it); False: the specs must start with the batch dims; None (default, torchrl 0.4):
+            expanded when their leading dims are not the batch size.
         **kwargs: primers given as `key=spec`; `device=` sets the device of the values.
 
     Examples:
@@ -78,6 +87,7 @@ class TensorDictPrimer(ResetKeyMixin, Transform):
         random: bool | None = None,
         default_value: DefaultValue | None = None,
         reset_key: NestedKey | None = None,
+        expand_specs: bool | None = None,
         **kwargs: Any,
     ) -> None:
         device = kwargs.pop("device", None)
@@ -94,6 +104,10 @@ class TensorDictPrimer(ResetKeyMixin, Transform):
             raise ValueError(RANDOM_AND_DEFAULT_ERROR)
         super().__init__()
         self.primers = kwargs
+        self.expand_specs = expand_specs
+        # the specs as given: each spec build expands these, never the already expanded ones
+        self.__dict__["_given_primers"] = kwargs.clone()
+        self.__dict__["_env_batch"] = None  # the batch size the primers were expanded to
         self.random = random
         leaves = [unravel_key(key) for key in self.primers.keys(True, True)]
         if isinstance(default_value, Mapping):
@@ -132,6 +146,7 @@ class TensorDictPrimer(ResetKeyMixin, Transform):
         if device is not None:
             self.device = device
             self.primers = self.primers.to(device)
+            self.__dict__["_given_primers"] = self.__dict__["_given_primers"].to(device)
         return super().to(*args, **kwargs)
 
     # ------------------------------------------------------------------ specs
@@ -140,16 +155,28 @@ class TensorDictPrimer(ResetKeyMixin, Transform):
             raise ValueError(OBS_SPEC_ERROR.format(type=type(observation_spec).__name__))
         batch = observation_spec.shape
         device = observation_spec.device or self.device
-        for key, spec in list(self.primers.items()):
-            if spec.shape[: len(batch)] != batch:
-                spec = spec.expand(*batch, *spec.shape)
+        for key, spec in list(self.__dict__["_given_primers"].items()):
+            spec = self._batched(key, spec, batch)
             if device is not None:
                 spec = spec.to(device)
             self.primers[key] = spec
+        self.__dict__["_env_batch"] = batch
         # leaf by leaf: a nested primer joins the env's sub-composite instead of replacing it
         for key in self.primers.keys(True, True):
             observation_spec[key] = self.primers[key].clone()
         return observation_spec
+
+    def _batched(self, key: NestedKey, spec: TensorSpec, batch: torch.Size) -> TensorSpec:
+        """`spec` with the leading dims `batch` (see `expand_specs`)."""
+        if self.expand_specs is True:
+            return spec.expand(*batch, *spec.shape)
+        if spec.shape[: len(batch)] == batch:
+            return spec
+        if self.expand_specs is False:
+            raise ValueError(
+                PRIMER_BATCH_ERROR.format(key=key, shape=tuple(spec.shape), batch=tuple(batch))
+            )
+        return spec.expand(*batch, *spec.shape)
 
     def transform_input_spec(self, input_spec: Composite) -> Composite:
         input_spec["full_state_spec"] = self.transform_observation_spec(
@@ -174,9 +201,13 @@ class TensorDictPrimer(ResetKeyMixin, Transform):
     def forward(self, tensordict: TensorDictBase) -> TensorDictBase:
         """Write a value for every primer (expanded to the tensordict's batch size if needed)."""
         batch = tensordict.batch_size
+        per_env = self.expand_specs is True and self.__dict__["_env_batch"] is None
         for key, spec in self.primers.items(True, True):
             key = unravel_key(key)
-            shape = torch.Size(()) if spec.shape[: len(batch)] == batch else batch
+            if per_env or spec.shape[: len(batch)] != batch:
+                shape = batch
+            else:
+                shape = torch.Size(())
             tensordict.set(key, self._value(key, spec, shape))
         self._validated = True
         return tensordict
@@ -204,11 +235,12 @@ class TensorDictPrimer(ResetKeyMixin, Transform):
         if not bool(reset.any()):
             return tensordict_reset
         partial = not bool(reset.all())
+        per_env = self.expand_specs is True and self.__dict__["_env_batch"] is None
         for key, spec in self.primers.items(True, True):
             key = unravel_key(key)
             if parent is not None and parent.batch_locked:
                 shape = torch.Size(())  # the specs hold the env's batch dims
-            elif parent is None and spec.shape[: len(batch)] == batch:
+            elif parent is None and not per_env and spec.shape[: len(batch)] == batch:
                 shape = torch.Size(())
             else:
                 shape = batch  # a batch-unlocked env, or data without env: the data's batch
