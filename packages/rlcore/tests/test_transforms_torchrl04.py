@@ -241,3 +241,16 @@ def test_primer_expand_specs_as_later_torchrl_releases():
         CountEnv(batch_size=(2,)), TensorDictPrimer(h=Unbounded((2, 3)), expand_specs=False)
     )
     assert strict.reset()["h"].shape == (2, 3)
+
+
+def test_init_stats_refused_by_the_specs_can_be_retried():
+    # a batched env's rollouts are [B, T, ...]: reducing over dim 0 only leaves T in loc
+    env = TransformedEnv(
+        CountEnv(batch_size=(2,)), ObservationNorm(in_keys=["observation"], standard_normal=True)
+    )
+    with pytest.raises(ValueError, match=r"loc \(5, 3\).*\(2, 3\) of 'observation'"):
+        env.transform.init_stats(5)
+    assert not env.transform.initialized
+    env.transform.init_stats(5, reduce_dim=(0, 1), cat_dim=0)
+    assert env.transform.loc.shape == (3,)
+    check_env_specs(env)

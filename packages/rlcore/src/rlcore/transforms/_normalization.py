@@ -253,7 +253,14 @@ class ObservationNorm(ObservationTransform):
             if not torch.isfinite(value).all():
                 raise RuntimeError(NORM_NON_FINITE_ERROR.format(name=name, key=key))
         self.loc, self.scale = loc, scale.clamp_min(self.eps)
-        self._on_transform_change()
+        try:
+            self._on_transform_change()
+        except Exception:
+            # statistics the env's specs refuse (e.g. a batch dim left in by reduce_dim) are
+            # dropped, so that init_stats can be called again with other dims
+            self.loc = self.scale = None
+            self._on_transform_change()
+            raise
 
     def _load_from_state_dict(self, state_dict: dict[str, Any], prefix: str, *args: Any) -> None:
         # statistics saved by an initialized transform load into an uninitialized one
