@@ -428,14 +428,14 @@ def parallel_rows(quick: bool) -> list:
     offered = multiprocessing.get_all_start_methods()
     methods = ("fork",) if quick else tuple(m for m in START_METHODS if m in offered)
     # (env, sub-envs, start method, process counts, target of the rows)
-    groups = [("pendulum", 4, method, (4,), _issue17_target()) for method in methods]
-    groups.append(("pendulum", 8, "fork", (8,), None))
+    groups = [("pendulum", 4, method, (4, 2), _issue17_target()) for method in methods]
+    groups.append(("pendulum", 8, "fork", (8, 2), None))
     before = Target(
         "ours ≤ AsyncVectorEnv and torchrl / ours ≥ 4",
         lambda v: v["ours"] <= v["gymnasium"] and v["torchrl"] >= 4 * v["ours"],
     )
     groups.append(("pendulum", 2, "fork", (2,), before))
-    groups.append(("trivial", 4, "fork", (4,), None))
+    groups.append(("trivial", 4, "fork", (4, 2), None))
     rows = []
     for name, workers, method, processes, target in groups:
         with closing_all() as opened:

@@ -1,12 +1,14 @@
 """Every benchmark side by side: our stack vs torchrl 0.14 vs gymnasium (vs envpool if installed).
 
-Six cases, each measured in this one process: (1) counting-env rollout, (2) GymEnv rollout,
-(3) SerialEnv / ParallelEnv, (4) step_mdp, (5) main-process memory over ParallelEnv steps,
-(6) spawn start-up. Medians of interleaved repetitions; ratios are other / ours. Writes
-``benchmarks/results/latest.md`` and ``benchmarks/results/ratios.png``.
+The cases of ``CASES``, each measured in this one process: (1) counting-env rollout, (2) GymEnv
+rollout, (3) SerialEnv / ParallelEnv, (4) step_mdp, (5) main-process memory over ParallelEnv
+steps, (6) start-up (spawn, forkserver), (7) rollout at scale, (8) vector envs, (9)
+RayCollector, (a) asynchronous stepping. Medians of interleaved repetitions; ratios are
+other / ours. Writes ``benchmarks/results/latest.md`` and ``benchmarks/results/ratios.png``.
 
-    python benchmarks/run.py            # full run (several minutes on an idle machine)
-    python benchmarks/run.py --quick    # smoke run for CI: small counts, times not checked
+    python benchmarks/run.py              # every case (many minutes on an idle machine)
+    python benchmarks/run.py --quick      # smoke run for CI: small counts, times not checked
+    python benchmarks/run.py --cases 36a  # some cases
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import time
 import warnings
 from collections.abc import Callable
 
+import bench_async
 import bench_batched
 import bench_gym
 import bench_gym_vector
@@ -121,10 +124,11 @@ CASES = {
     "3": ("batched envs", _no_section(case_batched)),
     "4": ("step_mdp", _no_section(bench_step_mdp.rows)),
     "5": ("memory", bench_memory.measure),
-    "6": ("spawn start-up", _no_section(bench_startup.rows)),
+    "6": ("start-up", _no_section(bench_startup.rows)),
     "7": ("rollout at scale", bench_scale.measure),
     "8": ("vector envs", _no_section(bench_gym_vector.rows)),
     "9": ("RayCollector", bench_ray.measure),
+    "a": ("async stepping", bench_async.measure),
 }
 
 
@@ -134,10 +138,14 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--out", type=pathlib.Path, default=RESULTS, help="folder for latest.md and ratios.png"
     )
+    every = "".join(CASES)
     parser.add_argument(
-        "--cases", default="123456", help="which cases to run, as digits (default 123456)"
+        "--cases", default=every, help=f"which cases to run, by key (default {every}: all)"
     )
     args = parser.parse_args(argv)
+    unknown = sorted(set(args.cases) - set(CASES))
+    if unknown:
+        parser.error(f"--cases: no case {', '.join(map(repr, unknown))}; the cases are {every}")
     warnings.filterwarnings("ignore")
     torch.set_num_threads(1)
 
