@@ -441,3 +441,22 @@ def test_examples_of_the_protocol():
     reward, terminated, truncated, done = stepper.step(np.array([0.1], np.float32), out, 1)
     assert out[1][1, 0] == 1 and out[1][0, 0] == 0
     assert isinstance(reward, float) and done == (terminated or truncated)
+
+
+def test_sub_env_note_without_add_note():
+    """Python 3.10 has no BaseException.add_note: the note still lands in __notes__."""
+    from rlbatched._dense import note_sub_env
+
+    class NoAddNote(ValueError):
+        def __getattribute__(self, name):
+            if name == "add_note":
+                raise AttributeError(name)
+            return super().__getattribute__(name)
+
+    err = NoAddNote("boom")
+    note_sub_env(err, 3, "step")
+    note_sub_env(err, 4, "reset")
+    assert err.__notes__ == [
+        "raised by sub-env 3 of SerialEnv during step",
+        "raised by sub-env 4 of SerialEnv during reset",
+    ]

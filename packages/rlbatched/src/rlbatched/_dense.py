@@ -27,9 +27,22 @@ from rlspecs.private_apis import td_new
 
 from . import _td_fast
 
-__all__ = ["DenseBatch", "SUB_ENV_NOTE"]
+__all__ = ["DenseBatch", "SUB_ENV_NOTE", "note_sub_env"]
 
 SUB_ENV_NOTE = "raised by sub-env {index} of SerialEnv during {phase}"
+
+
+def note_sub_env(err: BaseException, index: int, phase: str) -> None:
+    """Add to ``err`` the note naming the sub-env that raised it (PEP 678's ``__notes__``).
+
+    ``BaseException.add_note`` is Python 3.11+; on 3.10 the note goes into ``__notes__``
+    directly, where pytest and the ``exceptiongroup`` backport's traceback show it.
+    """
+    note = SUB_ENV_NOTE.format(index=index, phase=phase)
+    if hasattr(err, "add_note"):
+        err.add_note(note)
+    else:  # Python 3.10
+        err.__notes__ = [*getattr(err, "__notes__", ()), note]
 
 
 def _numpy_dtype(dtype: torch.dtype) -> np.dtype:
@@ -141,7 +154,7 @@ class DenseBatch:
             for row, (stepper, action_row) in enumerate(zip(self.steppers, rows)):
                 scalars.append(stepper.step(action_row, out, row))
         except Exception as err:
-            err.add_note(SUB_ENV_NOTE.format(index=row, phase="step"))
+            note_sub_env(err, row, "step")
             raise
         from_numpy = torch.from_numpy
         source = {key: from_numpy(buffer) for key, buffer in zip(self.step_keys, out)}
@@ -173,7 +186,7 @@ class DenseBatch:
                     for j, values in given:
                         out[j][row] = values[row]
         except Exception as err:
-            err.add_note(SUB_ENV_NOTE.format(index=row, phase="reset"))
+            note_sub_env(err, row, "reset")
             raise
         leaves = self.reset_leaves
         source = {leaves[j].key: torch.from_numpy(out[j]) for j in self.reset_order}

@@ -12,7 +12,7 @@ from rlcore import EnvBase
 
 from . import _td_fast
 from ._batched_base import BatchedEnvBase, step_function
-from ._dense import SUB_ENV_NOTE, DenseBatch
+from ._dense import DenseBatch, note_sub_env
 from ._inputs import ACTION, STATE
 
 __all__ = ["SerialEnv"]
@@ -128,7 +128,7 @@ class SerialEnv(BatchedEnvBase):
             for step, td in zip(self._step_fns, tds):
                 outs.append(step(td))
         except Exception as err:
-            err.add_note(SUB_ENV_NOTE.format(index=len(outs), phase="step"))
+            note_sub_env(err, len(outs), "step")
             raise
         return self._to_out_device(self._stack(outs))
 
@@ -163,7 +163,7 @@ class SerialEnv(BatchedEnvBase):
                     )
                 outs.append(out)
         except Exception as err:
-            err.add_note(SUB_ENV_NOTE.format(index=index, phase="reset"))
+            note_sub_env(err, index, "reset")
             raise
         self._must_reset = False
         return self._to_out_device(self._stack(outs))
