@@ -150,9 +150,18 @@ def _package_session(name: str):
 
 
 def _run_package_tests(session: nox.Session, names: list[str]) -> None:
-    """Each package's ``tests/`` in its own pytest run (their conftests are independent)."""
+    """Each package's ``tests/`` in its own pytest run (their conftests are independent).
+
+    Every package runs even when one fails, so a matrix session reports all its failures.
+    """
+    failed = []
     for name in names:
-        session.run("pytest", str(PACKAGES_DIR / name / "tests"), "-q", *session.posargs)
+        try:
+            session.run("pytest", str(PACKAGES_DIR / name / "tests"), "-q", *session.posargs)
+        except nox.command.CommandFailed:
+            failed.append(name)
+    if failed:
+        session.error(f"tests failed in: {', '.join(failed)}")
 
 
 def _declared_tensordict_floor() -> str:
