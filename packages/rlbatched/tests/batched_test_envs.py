@@ -20,6 +20,7 @@ FACTORIES = {
     "serial": SerialEnv,
     "fork": functools.partial(ParallelEnv, mp_start_method="fork"),
     "spawn": functools.partial(ParallelEnv, mp_start_method="spawn"),
+    "forkserver": functools.partial(ParallelEnv, mp_start_method="forkserver"),
 }
 
 

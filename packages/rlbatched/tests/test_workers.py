@@ -118,7 +118,10 @@ def test_hanging_worker_raises_after_timeout(make_fork):
 def _resources():
     children = len(multiprocessing.active_children())
     fds = len(os.listdir("/proc/self/fd"))
-    shm = len(os.listdir("/dev/shm")) if os.path.isdir("/dev/shm") else 0
+    # shared memory this process maps (buffers, semaphores); /dev/shm itself is machine-wide,
+    # so other programs' segments would come and go in a listing of it
+    with open("/proc/self/maps") as maps:
+        shm = sorted({line.split()[-1] for line in maps if "/dev/shm/" in line})
     return children, fds, shm
 
 

@@ -1,7 +1,8 @@
-"""ParallelEnv: one process per sub-env, data exchanged through one shared tensordict."""
+"""ParallelEnv: sub-envs in worker processes (one each by default), data in one shared tensordict."""
 
 from __future__ import annotations
 
+import copy
 import functools
 import sys
 import weakref
@@ -11,25 +12,56 @@ from typing import Any
 import torch
 from tensordict import LazyStackedTensorDict, TensorDictBase
 
-from rlcore import CloudpickleBox, EnvBase, WorkerPool, serve
+from rlcore import CloudpickleBox, EnvBase, WorkerPool
 
-from ._batched_base import BatchedEnvBase, _parts, step_function
+from ._batched_base import BatchedEnvBase, _parts
 from ._inputs import ACTION, DONE, OBSERVATION, STATE, check_flat
 from ._serial import SerialEnv
 from ._shared import SharedLayout
-from ._td_fast import clone, copy_into, get_many, leaves, shallow_copy
+from ._td_fast import clone, copy_into, get_many
 from ._threads import ThreadBudget
+from ._worker_env import (
+    STEP,
+    _run_worker_pipe_shared_mem,  # noqa: F401 - replaceable here (tests)
+    _worker_entry,
+)
 
 DEFAULT_START_METHOD = "spawn"
+START_METHODS = ("spawn", "fork", "forkserver")
 DEFAULT_WORKER_TIMEOUT_S = 60.0  # a step, reset or call, when worker_timeout is not set
 DEFAULT_START_TIMEOUT_S = 300.0  # start-up (imports, env building), when worker_timeout is not set
-STEP = b"s"  # the one-byte per-step command
 LABEL = "ParallelEnv worker"
 AFTER_LOSS = "; the env was closed and reopens on the next reset()."
 NO_SLOT = (
     "ParallelEnv: {role} {key!r} is in the env's specs but not in the shared buffer, laid out "
     "from the sub-envs' specs when the workers started; edit the sub-envs' specs (in their "
     "constructor or factory) rather than the ParallelEnv's."
+)
+BAD_PROCESSES = (
+    "ParallelEnv: num_processes must be a positive int no larger than num_workers "
+    "({num_workers}), got {got!r}."
+)
+BAD_START_METHOD = "ParallelEnv: mp_start_method must be one of {known} or None, got {got!r}."
+ENV_INDEX = "env_index"
+ASYNC_BUSY = (
+    "ParallelEnv.async_step_send: sub-env {index} still has a step in flight; receive it with "
+    "async_step_recv() before sending it another action."
+)
+ASYNC_NOTHING = (
+    "ParallelEnv.async_step_recv: no step in flight; send actions with async_step_send() first."
+)
+ASYNC_MIN_GET = (
+    "ParallelEnv.async_step_recv: min_get must be an int between 1 and the number of sub-envs "
+    "in flight ({in_flight}), got {got!r}."
+)
+ASYNC_PENDING = (
+    "ParallelEnv.{where}: sub-envs {indices} have asynchronous steps in flight "
+    "(async_step_send); receive them with async_step_recv() first."
+)
+BAD_ENV_INDEX = (
+    "ParallelEnv.async_step_send: {key!r} must be a 1-d int64 tensor of distinct sub-env "
+    "indices in [0, {num_workers}) with one entry per row of the tensordict (batch {batch}), "
+    "got {got}."
 )
 STEP_ROLES = (ACTION, STATE, OBSERVATION)
 RESET_ROLES = (ACTION, STATE, OBSERVATION, DONE)
@@ -56,10 +88,14 @@ _SERIAL_KWARGS = ("create_env_kwargs", "share_individual_td", "shared_memory", "
 class ParallelEnv(BatchedEnvBase):
     """Runs ``num_workers`` envs in worker processes and batches their data.
 
-    Each worker owns a slice of one shared-memory tensordict
-    (``shared_tensordict_parent``): a step writes the actions into it, wakes the
-    workers with one byte each and waits for one byte back. What ``step``,
-    ``reset`` and ``rollout`` return is a copy owned by the caller.
+    Each sub-env owns a slice of one shared-memory tensordict
+    (``shared_tensordict_parent``): a step writes the actions into it, then sets each
+    sub-env's command flag in shared memory and posts one semaphore per process; each sub-env
+    sets its ready flag when done (``rlcore.WorkerPool``: pipes carry only start-up, errors
+    and rare commands). Waiting processes spin for a fraction of a millisecond, yielding the
+    core to any other runnable process, then block, so idle workers use no CPU. What
+    ``step``, ``reset`` and ``rollout`` return is a copy owned by the caller.
+    ``async_step_send`` / ``async_step_recv`` step sub-envs without waiting for all of them.
 
     Inputs are checked as in ``SerialEnv`` before anything reaches a worker (every action
     leaf present, exact shapes, values that fit the spec's dtype). A worker that raises,
@@ -68,7 +104,7 @@ class ParallelEnv(BatchedEnvBase):
     the env. A closed env raises ``rlcore.EnvClosedError`` when stepped, until ``reset()``.
 
     Args:
-        num_workers: number of sub-envs (and processes).
+        num_workers: number of sub-envs.
         create_env_fn: a callable building the env, or one callable per worker.
         create_env_kwargs: keyword arguments for ``create_env_fn``, one dict or one per worker.
         share_individual_td: one shared tensordict per worker, stacked lazily
@@ -83,6 +119,10 @@ class ParallelEnv(BatchedEnvBase):
         worker_timeout: seconds to wait for a worker's answer (start-up included) before
             raising ``WorkerTimeoutError``. Default: 60 s for a step, reset or call and 300 s
             for start-up (a spawned worker imports torch and builds its env).
+        num_processes: number of worker processes (default: one per sub-env). Each process
+            runs a contiguous block of sub-envs one after the other (``num_workers`` split as
+            evenly as possible, the first processes taking one more); batch layout, seeding,
+            partial resets and results are the same whatever the split.
 
     Examples:
         >>> from rlbatched import ParallelEnv
@@ -114,6 +154,7 @@ class ParallelEnv(BatchedEnvBase):
         num_threads: int | None = None,
         num_sub_threads: int = 1,
         worker_timeout: float | None = None,
+        num_processes: int | None = None,
     ):
         super().__init__(
             num_workers,
@@ -124,13 +165,25 @@ class ParallelEnv(BatchedEnvBase):
             device=device,
             serial_for_single=serial_for_single,
         )
+        if num_processes is None:
+            num_processes = num_workers
+        if (
+            not isinstance(num_processes, int)
+            or isinstance(num_processes, bool)
+            or not 1 <= num_processes <= num_workers
+        ):
+            raise ValueError(BAD_PROCESSES.format(num_workers=num_workers, got=num_processes))
+        if mp_start_method is not None and mp_start_method not in START_METHODS:
+            raise ValueError(BAD_START_METHOD.format(known=START_METHODS, got=mp_start_method))
         self._mp_start_method = mp_start_method or DEFAULT_START_METHOD
         self.num_threads = num_threads
         self.num_sub_threads = num_sub_threads
         self.worker_timeout = worker_timeout
+        self.num_processes = num_processes
         self._pool: WorkerPool | None = None
         self._workers: list = []
         self._finalizer: weakref.finalize | None = None
+        self._async: dict[int, tuple[TensorDictBase, int]] = {}  # sub-env -> (its send, row)
         self._drop_views()
         self.is_closed = True
 
@@ -144,24 +197,28 @@ class ParallelEnv(BatchedEnvBase):
         boxed = self._mp_start_method != "fork"
         # looked up now, so that a replacement installed on the module is honoured
         run_fn = sys.modules[__name__]._run_worker_pipe_shared_mem
-        workers = [
-            (
-                _worker_entry,
-                (
-                    run_fn,
-                    self.num_sub_threads,
-                    index,
-                    CloudpickleBox(fn) if boxed else fn,
-                    CloudpickleBox(kwargs) if boxed else kwargs,
-                    buffer,
-                    layout,
-                ),
+        counts = split_evenly(self.num_workers, self.num_processes)
+        workers = []
+        first = 0
+        for count in counts:
+            indices = list(range(first, first + count))
+            first += count
+            fns = [self.create_env_fn[i] for i in indices]
+            kwargs = [self.create_env_kwargs[i] for i in indices]
+            args = (
+                run_fn,
+                self.num_sub_threads,
+                indices,
+                CloudpickleBox(fns) if boxed else fns,
+                CloudpickleBox(kwargs) if boxed else kwargs,
+                buffer,
+                layout,
             )
-            for index, (fn, kwargs) in enumerate(zip(self.create_env_fn, self.create_env_kwargs))
-        ]
+            workers.append((_worker_entry, args))
+        processes = len(counts)
         if self.num_threads is None:
-            ThreadBudget.take(self.num_workers)  # the pool gives them back when it stops
-            give_back = functools.partial(ThreadBudget.give_back, self.num_workers)
+            ThreadBudget.take(processes)  # the pool gives them back when it stops
+            give_back = functools.partial(ThreadBudget.give_back, processes)
         else:
             torch.set_num_threads(self.num_threads)
             give_back = None
@@ -175,6 +232,8 @@ class ParallelEnv(BatchedEnvBase):
                 timeout_arg="worker_timeout",
                 after_loss=AFTER_LOSS,
                 on_shutdown=give_back,
+                slots=counts,
+                preload=("rlbatched",),
             )
             self._finalizer = weakref.finalize(self, pool.shutdown)
             self._pool = pool
@@ -186,7 +245,7 @@ class ParallelEnv(BatchedEnvBase):
             pool.gather("start", timeout=DEFAULT_START_TIMEOUT_S if timeout is None else timeout)
         except BaseException:
             # release the shared buffer now: this frame stays alive in the traceback
-            workers = buffer = parent = layout = None
+            workers = args = buffer = parent = layout = None
             self._shutdown()
             raise
         self.is_closed = False
@@ -250,6 +309,7 @@ class ParallelEnv(BatchedEnvBase):
             self._finalizer = None
         self._pool = None
         self._workers = []
+        self._async = {}
         self._drop_views()
         self.is_closed = True
 
@@ -262,6 +322,7 @@ class ParallelEnv(BatchedEnvBase):
     @_closes_on_worker_loss
     def set_seed(self, seed: int | None = None, static_seed: bool = False) -> int | None:
         """Seed worker i with the seed returned by worker i-1; return the last one."""
+        self._refuse_if_async("set_seed")
         self.start()
         for index in range(self.num_workers):
             (seed,) = self._pool.request("set_seed", "seed", (seed, static_seed), indices=[index])
@@ -270,6 +331,7 @@ class ParallelEnv(BatchedEnvBase):
     # ------------------------------------------------------------------ data path
     @_closes_on_worker_loss
     def _step(self, tensordict: TensorDictBase) -> TensorDictBase:
+        self._refuse_if_async("step")
         self._check_batch(tensordict)
         self._open_for_step()
         pool = self._pool
@@ -293,6 +355,7 @@ class ParallelEnv(BatchedEnvBase):
 
     @_closes_on_worker_loss
     def _reset(self, tensordict: TensorDictBase | None = None, **kwargs) -> TensorDictBase:
+        self._refuse_if_async("reset")
         masks = self._reset_masks(tensordict)
         self._open_for_reset(masks)
         pool = self._pool
@@ -315,14 +378,192 @@ class ParallelEnv(BatchedEnvBase):
             self._must_reset = False
             return self._read(self._reset_view)
 
-    def _write_inputs(self, tensordict: TensorDictBase, phase: str) -> list | None:
+    # ------------------------------------------------------------------ asynchronous steps
+    def _refuse_if_async(self, where: str) -> None:
+        if self._async:
+            raise RuntimeError(ASYNC_PENDING.format(where=where, indices=sorted(self._async)))
+
+    @_closes_on_worker_loss
+    def async_step_send(self, tensordict: TensorDictBase) -> None:
+        """Start a step of some sub-envs without waiting for it; ``async_step_recv`` reads it.
+
+        ``tensordict`` holds the actions of every sub-env (batch ``[num_workers]``), or of the
+        rows named by its int64 ``"env_index"`` entry (shape ``[k]``, batch ``[k]``). Inputs are
+        checked as by ``step``. A sub-env whose last step was not received yet is refused
+        (``RuntimeError`` naming it); ``step``, ``reset`` and ``set_seed`` are refused while
+        any step is in flight.
+
+        Examples:
+            >>> import torch
+            >>> from rlbatched import ParallelEnv
+            >>> from rlmocks import CountingEnv
+            >>> env = ParallelEnv(4, CountingEnv, num_processes=2, mp_start_method="fork")
+            >>> td = env.reset()
+            >>> td["action"] = torch.ones(4, 1, dtype=torch.int8)
+            >>> env.async_step_send(td)
+            >>> out = env.async_step_recv(min_get=4)
+            >>> out["env_index"].tolist(), out["next", "observation"].flatten().tolist()
+            ([0, 1, 2, 3], [1, 1, 1, 1])
+            >>> env.async_step_send(out[:2].exclude("next"))  # sub-envs 0 and 1 step again
+            >>> env.async_step_recv()["env_index"].tolist()
+            [0, 1]
+            >>> env.close()
+        """
+        env_index = tensordict.get(ENV_INDEX, None)
+        if env_index is None:
+            self._check_batch(tensordict)
+            rows = list(range(self.num_workers))
+            tensordict = tensordict.copy()  # later edits of the caller's tensordict are not seen
+        else:
+            rows = self._check_env_index(env_index, tensordict)
+            tensordict = tensordict.exclude(ENV_INDEX)
+        for index in rows:
+            if index in self._async:
+                raise RuntimeError(ASYNC_BUSY.format(index=index))
+        self._open_for_step()
+        pool = self._pool
+        with torch.no_grad():
+            pool.sync(rows)  # an interrupted exchange is finished before the inputs are overwritten
+            if env_index is None:
+                skipped = self._write_inputs(tensordict, "step", "async_step_send")
+            else:
+                skipped = self._write_rows(tensordict, rows)
+            if skipped is None:
+                pool.broadcast(STEP, "async_step_send", rows)
+            else:
+                for index in rows:
+                    pool.send(index, "step", skipped[index] or None, "async_step_send")
+        for position, index in enumerate(rows):
+            self._async[index] = (tensordict, position)
+
+    def _check_env_index(self, env_index: Any, tensordict: TensorDictBase) -> list[int]:
+        batch = tuple(tensordict.batch_size)
+        got = f"{type(env_index).__name__}"
+        if isinstance(env_index, torch.Tensor):
+            got = f"shape {tuple(env_index.shape)}, dtype {env_index.dtype}"
+            if (
+                env_index.dtype == torch.int64
+                and env_index.dim() == 1
+                and batch[:1] == tuple(env_index.shape)
+            ):
+                rows = env_index.tolist()
+                if len(set(rows)) == len(rows) and all(0 <= i < self.num_workers for i in rows):
+                    return rows
+                got = f"{rows}"
+        raise ValueError(
+            BAD_ENV_INDEX.format(key=ENV_INDEX, num_workers=self.num_workers, batch=batch, got=got)
+        )
+
+    def _write_rows(self, tensordict: TensorDictBase, rows: list[int]) -> list | None:
+        """``_write_inputs`` for the sub-envs ``rows`` (the rows of ``tensordict``, in order)."""
+        plan = self._plans.get("step") or self._plan("step")
+        where = "ParallelEnv.async_step_send"
+        if plan[0] == "flat":
+            _, keys, rules, dsts = plan
+            values = get_many(tensordict, keys)
+            skipped = check_flat(_rules_for_rows(rules, len(rows)), values, where, True)
+            for index in skipped or ():
+                values[index] = None
+            at = torch.tensor(rows)
+            for dst, value in zip(dsts, values):
+                if value is not None:
+                    dst[at] = value.to(dst.device)
+            if self._sync_cuda:
+                torch.cuda.synchronize(self.shared_tensordict_parent.device)
+            if skipped is None:
+                return None
+            return [[keys[index] for index in skipped]] * self.num_workers
+        _, trees, dsts = plan
+        per_worker: list = [[] for _ in range(self.num_workers)]
+        for position, index in enumerate(rows):
+            src, dst = tensordict[position], dsts[index]
+            skipped = trees[index].check(src, where, True)
+            keep = [key for key in dst.keys(True, True) if key not in skipped]
+            if keep:
+                dst.update_(src.select(*keep, strict=False))
+            per_worker[index] = skipped
+        if self._sync_cuda:
+            torch.cuda.synchronize(self.shared_tensordict_parent.device)
+        return per_worker if any(per_worker) else None
+
+    @_closes_on_worker_loss
+    def async_step_recv(self, min_get: int = 1) -> TensorDictBase:
+        """Wait until ``min_get`` sub-envs sent to have stepped; return every one that has.
+
+        The result has batch ``[k]`` (``k >= min_get``), one row per sub-env, in ascending
+        order of its int64 ``"env_index"`` entry: what ``step`` returns for those rows (the
+        tensordict sent, less ``"env_index"``, with the step's outputs under ``"next"``).
+        The other sub-envs stay in flight. Sub-envs that share a process
+        (``num_processes < num_workers``) are stepped one after the other, in index order,
+        so they tend to become ready together, a process's block at a time. A sub-env that
+        raised is no longer in flight; its error is raised. ``RuntimeError`` when nothing is
+        in flight.
+
+        Examples:
+            >>> import torch
+            >>> from rlbatched import ParallelEnv
+            >>> from rlmocks import CountingEnv
+            >>> env = ParallelEnv(2, CountingEnv, mp_start_method="fork")
+            >>> td = env.reset()
+            >>> td["action"] = torch.ones(2, 1, dtype=torch.int8)
+            >>> env.async_step_send(td)
+            >>> out = env.async_step_recv(min_get=2)
+            >>> out.batch_size, out["env_index"].tolist()
+            (torch.Size([2]), [0, 1])
+            >>> env.close()
+        """
+        if not self._async:
+            raise RuntimeError(ASYNC_NOTHING)
+        in_flight = sorted(self._async)
+        if (
+            not isinstance(min_get, int)
+            or isinstance(min_get, bool)
+            or not 1 <= min_get <= len(in_flight)
+        ):
+            raise ValueError(ASYNC_MIN_GET.format(in_flight=len(in_flight), got=min_get))
+        pool = self._pool
+        try:
+            ready = sorted(pool.gather_ready("async_step_recv", in_flight, min_get))
+        except BaseException:
+            if pool.alive:  # failed sub-envs were read: they are no longer in flight
+                pending = set(pool.pending)
+                for index in in_flight:
+                    if index not in pending:
+                        del self._async[index]
+            raise
+        groups: dict[int, tuple[TensorDictBase, list, list]] = {}
+        for index in ready:
+            sent, position = self._async.pop(index)
+            group = groups.setdefault(id(sent), (sent, [], []))
+            group[1].append(position)
+            group[2].append(index)
+        order = [index for _, _, indices in groups.values() for index in indices]
+        parts = []
+        for sent, positions, _ in groups.values():
+            whole = positions == list(range(sent.shape[0]))
+            parts.append(sent.copy() if whole else sent[torch.tensor(positions)])
+        out = parts[0] if len(parts) == 1 else torch.cat(parts)
+        if order != ready:
+            out = out[torch.tensor(order).argsort()]
+        nxt = self._next_view if len(ready) == self.num_workers else self._next_view[ready]
+        nxt = self._read(nxt)
+        preset = out.get("next", None)
+        if preset is not None:
+            nxt.update(preset.exclude(*nxt.keys(True, True)))
+        out.set("next", nxt)
+        out.set(ENV_INDEX, torch.tensor(ready, dtype=torch.int64, device=out.device))
+        return out
+
+    def _write_inputs(
+        self, tensordict: TensorDictBase, phase: str, where: str | None = None
+    ) -> list | None:
         """Check the input and copy its leaves into the shared buffer.
 
         Returns None when every input leaf was written, else, per worker, the keys that were
         not (absent, or observations that do not fit): the workers leave those out.
         """
         plan = self._plans.get(phase) or self._plan(phase)
-        where = f"ParallelEnv.{phase}"
+        where = f"ParallelEnv.{where or phase}"
         require = phase == "step"
         if plan[0] == "flat":
             _, keys, rules, dsts = plan
@@ -363,6 +604,7 @@ class ParallelEnv(BatchedEnvBase):
     # ------------------------------------------------------------------ forwarding
     @_closes_on_worker_loss
     def _forward_attr(self, name: str) -> Any:
+        self._refuse_if_async(f"{name}")
         kinds = self._pool.request(f"getattr({name!r})", "getattr", name)
         if all(kind == "callable" for kind, _ in kinds):
             return functools.partial(self._call_workers, name)
@@ -371,7 +613,30 @@ class ParallelEnv(BatchedEnvBase):
     @_closes_on_worker_loss
     def _call_workers(self, name: str, *args, **kwargs) -> list:
         """Call the sub-envs' method ``name`` in every worker; one result per worker."""
+        self._refuse_if_async(f"{name}()")
         return self._pool.request(f"{name}()", "call", (name, args, kwargs))
+
+
+def split_evenly(num_workers: int, num_processes: int) -> list[int]:
+    """How many sub-envs each process runs: as even as possible, the first ones take more.
+
+    Examples:
+        >>> split_evenly(8, 3)
+        [3, 3, 2]
+    """
+    size, extra = divmod(num_workers, num_processes)
+    return [size + (process < extra) for process in range(num_processes)]
+
+
+def _rules_for_rows(rules: list, rows: int) -> list:
+    """``rules`` (of the whole batch) for ``rows`` rows of it: the first dim changed."""
+    out = []
+    for rule in rules:
+        if rule.shape is not None:
+            rule = copy.copy(rule)
+            rule.shape = torch.Size((rows, *rule.shape[1:]))
+        out.append(rule)
+    return out
 
 
 def _zero_td(meta, batch: tuple) -> TensorDictBase:
@@ -385,116 +650,3 @@ def _zero_td(meta, batch: tuple) -> TensorDictBase:
     nxt.update(out["full_done_spec"].zero(batch))
     root.set("next", nxt)
     return root
-
-
-# ---------------------------------------------------------------------- worker side
-def _worker_entry(conn, run_fn: Callable, num_threads: int, *args) -> None:
-    """Worker target: set the thread count first, then run the worker loop ``run_fn``."""
-    torch.set_num_threads(num_threads)
-    run_fn(conn, *args)
-
-
-class _WorkerEnv:
-    """A sub-env bound to its slice of the shared tensordict (lives in the worker)."""
-
-    def __init__(self, env: EnvBase, shared: TensorDictBase):
-        self.env = env
-        self.step_fn = step_function(env)
-        self.root = shared.exclude("next")
-        self.next = shared.get("next")
-        self.next_leaves = _split(leaves(self.next))
-        inputs = {*env.full_action_spec.keys(True, True), *env.full_state_spec.keys(True, True)}
-        inputs |= set(env.full_observation_spec.keys(True, True))
-        self.step_view = self.root.select(*inputs, strict=False)
-        reset_keys = set(env.full_observation_spec.keys(True, True))
-        reset_keys |= set(env.full_done_spec.keys(True, True))
-        reset_keys |= set(env.full_state_spec.keys(True, True))
-        self.reset_view = self.root.select(*reset_keys, strict=False)
-        self.reset_leaves = _split(leaves(self.reset_view))
-        self.sync_cuda = self.root.device is not None and self.root.device.type == "cuda"
-
-    def handlers(self) -> dict[str, Callable[[Any], Any]]:
-        """The commands this worker answers (see ``rlcore.serve``)."""
-        return {
-            "step": self.step,
-            "reset": self.reset,
-            "seed": self.seed,
-            "getattr": self.getattr,
-            "call": self.call,
-            "close": self.close,
-        }
-
-    def step(self, skipped: list | None) -> None:
-        """Step on the shared inputs (less the ``skipped`` keys the caller did not give)."""
-        td = shallow_copy(self.step_view)
-        if skipped:
-            td = td.exclude(*skipped)
-        _write(self.next, self.next_leaves, self.step_fn(td))
-        if self.sync_cuda:
-            torch.cuda.synchronize(self.root.device)
-
-    def reset(self, payload: tuple) -> None:
-        """Reset the env; it is given its shared slice (where the main process wrote the
-        caller's entries, less the ``skipped`` ones) when the caller passed a tensordict, as
-        ``SerialEnv`` passes it."""
-        masks, kwargs, skipped = payload
-        td = None
-        if masks is not None or skipped is not None:
-            td = (self.root.exclude(*skipped) if skipped else self.root).clone()
-        if masks is not None:
-            for key, mask in masks.items():
-                td.set(key, torch.from_numpy(mask).to(self.root.device))
-        out = self.env.reset(td, **kwargs)
-        _write(self.reset_view, self.reset_leaves, out)
-        if self.sync_cuda:
-            torch.cuda.synchronize(self.root.device)
-
-    def seed(self, payload: tuple) -> int | None:
-        seed, static_seed = payload
-        return self.env.set_seed(seed, static_seed=static_seed)
-
-    def getattr(self, name: str) -> tuple[str, Any]:
-        value = getattr(self.env, name)
-        return ("callable", None) if callable(value) else ("value", value)
-
-    def call(self, payload: tuple) -> Any:
-        name, args, kwargs = payload
-        return getattr(self.env, name)(*args, **kwargs)
-
-    def close(self, _: Any = None) -> None:
-        self.env.close()
-
-
-def _split(pairs: list | None) -> tuple[list, list] | None:
-    """``[(key, tensor)]`` -> ``([keys], [tensors])``."""
-    if pairs is None:
-        return None
-    return [key for key, _ in pairs], [tensor for _, tensor in pairs]
-
-
-def _write(view: TensorDictBase, leaves: list | None, src: TensorDictBase) -> None:
-    if leaves is None:
-        view.update_(src.select(*view.keys(True, True), strict=False))
-        return
-    keys, dsts = leaves
-    copy_into(dsts, get_many(src, keys))
-
-
-def _run_worker_pipe_shared_mem(
-    conn,
-    index: int,
-    env_fn: Callable[..., EnvBase] | CloudpickleBox,
-    env_kwargs: dict | CloudpickleBox,
-    buffer: torch.Tensor,
-    layout: SharedLayout,
-) -> None:
-    """Worker loop: build the env on its shared slice, then serve commands until "close"."""
-    torch.set_grad_enabled(False)
-
-    def setup() -> dict[str, Callable[[Any], Any]]:
-        fn, kwargs = env_fn, env_kwargs
-        if isinstance(fn, CloudpickleBox):
-            fn, kwargs = fn.obj, kwargs.obj
-        return _WorkerEnv(fn(**kwargs), layout.views(buffer)[index]).handlers()
-
-    serve(conn, setup, hot={STEP: "step"})

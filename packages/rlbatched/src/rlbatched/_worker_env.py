@@ -1,0 +1,224 @@
+"""The worker side of ParallelEnv: sub-envs bound to their slices of the shared tensordict.
+
+Each worker process runs ``_run_worker_pipe_shared_mem`` for a contiguous block of sub-envs
+(one by default), each a ``_WorkerEnv``, and serves their commands (``rlcore.serve``). A
+step writes the sub-env's outputs into its row of the shared ``"next"`` buffers: straight from
+the simulator where the sub-env offers a dense stepper whose layout is the shared one (every
+unbatched ``rllibs.GymEnv``: ``rlcore.DenseStepper``), else through the tensordict its step
+returns.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import Any
+
+import torch
+from tensordict import TensorDictBase
+
+from rlcore import CloudpickleBox, DenseStepper, EnvBase, dense_stepper, is_current, serve
+
+from ._batched_base import step_function
+from ._dense import _column, _numpy_dtype
+from ._shared import SharedLayout
+from ._td_fast import copy_into, get_many, leaves, shallow_copy
+
+__all__ = ["STEP", "DenseRow"]
+
+STEP = b"s"  # the one-byte per-step command
+
+
+def _worker_entry(conn, run_fn: Callable, num_threads: int, *args) -> None:
+    """Worker target: set the thread count first, then run the worker loop ``run_fn``."""
+    torch.set_num_threads(num_threads)
+    run_fn(conn, *args)
+
+
+class DenseRow:
+    """A sub-env's dense stepper bound to its row of the shared buffers (in its worker).
+
+    ``build`` gives one only where the stepper's output is exactly what the general path
+    writes: the stepper's leaves are the shared ``"next"`` leaves (same keys, shapes and dtypes,
+    on the CPU), the env keeps ``EnvBase.step``, is batch-locked, runs no type checks, and its
+    reward and done leaves are all there with their spec shapes (so ``_step_proc_data`` would
+    change nothing).
+
+    Examples:
+        >>> from rlmocks import CountingEnv
+        >>> env = CountingEnv()
+        >>> shared = env.fake_tensordict()
+        >>> DenseRow.build(env, shared.exclude("next"), shared.get("next")) is None  # no stepper
+        True
+    """
+
+    def __init__(self, stepper: DenseStepper, action: Any, outs: list, scalars: list) -> None:
+        self.stepper = stepper
+        self.action = action
+        self.outs = outs
+        self.scalars = scalars
+
+    @classmethod
+    def build(cls, env: EnvBase, root: TensorDictBase, nxt: TensorDictBase) -> DenseRow | None:
+        """The dense row of ``env`` over its shared slices ``root`` and ``nxt``, or None."""
+        if type(env).step is not EnvBase.step or not env._batch_locked:
+            return None
+        if env.__dict__.get("_run_type_checks"):
+            return None
+        stepper = dense_stepper(env)
+        if stepper is None:
+            return None
+        written = (*stepper.step_leaves, *stepper.scalar_leaves)
+        if set(nxt.keys(True, True)) != {leaf.key for leaf in written}:
+            return None
+        for leaf in written:
+            value = nxt.get(leaf.key)
+            if value.shape != leaf.shape or value.dtype != leaf.dtype or value.device.type != "cpu":
+                return None
+        shapes = {leaf.key: leaf.shape for leaf in written}
+        complete = env._complete_step_keys
+        if not complete or any(shapes.get(key) != shape for key, shape in complete):
+            return None
+        action = root.get(stepper.action_key, None)
+        if not isinstance(action, torch.Tensor) or action.device.type != "cpu":
+            return None
+        if stepper.numpy_action:
+            action = action.numpy()
+        # each row's buffers, with a leading dim of 1: row 0 of a batch of one
+        outs = [nxt.get(leaf.key).unsqueeze(0).numpy() for leaf in stepper.step_leaves]
+        scalars = [
+            (
+                nxt.get(leaf.key).unsqueeze(0).numpy(),
+                (1, *leaf.shape),
+                tuple(leaf.shape),
+                _numpy_dtype(leaf.dtype),
+            )
+            for leaf in stepper.scalar_leaves
+        ]
+        return cls(stepper, action, outs, scalars)
+
+    def step(self) -> None:
+        """Step on the shared action; the outputs land in the shared buffers."""
+        values = self.stepper.step(self.action, self.outs, 0)
+        for (view, shape, leaf_shape, dtype), value in zip(self.scalars, values):
+            view[...] = _column((value,), shape, leaf_shape, dtype)
+
+
+class _WorkerEnv:
+    """A sub-env bound to its slice of the shared tensordict (lives in the worker)."""
+
+    def __init__(self, env: EnvBase, shared: TensorDictBase):
+        self.env = env
+        self.step_fn = step_function(env)
+        self.root = shared.exclude("next")
+        self.next = shared.get("next")
+        self.next_leaves = _split(leaves(self.next))
+        inputs = {*env.full_action_spec.keys(True, True), *env.full_state_spec.keys(True, True)}
+        inputs |= set(env.full_observation_spec.keys(True, True))
+        self.step_view = self.root.select(*inputs, strict=False)
+        reset_keys = set(env.full_observation_spec.keys(True, True))
+        reset_keys |= set(env.full_done_spec.keys(True, True))
+        reset_keys |= set(env.full_state_spec.keys(True, True))
+        self.reset_view = self.root.select(*reset_keys, strict=False)
+        self.reset_leaves = _split(leaves(self.reset_view))
+        self.sync_cuda = self.root.device is not None and self.root.device.type == "cuda"
+        self.dense = DenseRow.build(env, self.root, self.next)
+
+    def handlers(self) -> dict[str, Callable[[Any], Any]]:
+        """The commands this worker answers (see ``rlcore.serve``)."""
+        return {
+            "step": self.step,
+            "reset": self.reset,
+            "seed": self.seed,
+            "getattr": self.getattr,
+            "call": self.call,
+            "close": self.close,
+        }
+
+    def step(self, skipped: list | None) -> None:
+        """Step on the shared inputs (less the ``skipped`` keys the caller did not give)."""
+        dense = self.dense
+        if dense is not None and not skipped:
+            if is_current(self.env, dense.stepper):
+                dense.step()
+                return
+            self.dense = None  # the specs changed: the general path from now on
+        td = shallow_copy(self.step_view)
+        if skipped:
+            td = td.exclude(*skipped)
+        _write(self.next, self.next_leaves, self.step_fn(td))
+        if self.sync_cuda:
+            torch.cuda.synchronize(self.root.device)
+
+    def reset(self, payload: tuple) -> None:
+        """Reset the env; it is given its shared slice (where the main process wrote the
+        caller's entries, less the ``skipped`` ones) when the caller passed a tensordict, as
+        ``SerialEnv`` passes it."""
+        masks, kwargs, skipped = payload
+        td = None
+        if masks is not None or skipped is not None:
+            td = (self.root.exclude(*skipped) if skipped else self.root).clone()
+        if masks is not None:
+            for key, mask in masks.items():
+                td.set(key, torch.from_numpy(mask).to(self.root.device))
+        out = self.env.reset(td, **kwargs)
+        _write(self.reset_view, self.reset_leaves, out)
+        if self.sync_cuda:
+            torch.cuda.synchronize(self.root.device)
+
+    def seed(self, payload: tuple) -> int | None:
+        seed, static_seed = payload
+        return self.env.set_seed(seed, static_seed=static_seed)
+
+    def getattr(self, name: str) -> tuple[str, Any]:
+        value = getattr(self.env, name)
+        return ("callable", None) if callable(value) else ("value", value)
+
+    def call(self, payload: tuple) -> Any:
+        name, args, kwargs = payload
+        return getattr(self.env, name)(*args, **kwargs)
+
+    def close(self, _: Any = None) -> None:
+        self.env.close()
+
+
+def _split(pairs: list | None) -> tuple[list, list] | None:
+    """``[(key, tensor)]`` -> ``([keys], [tensors])``."""
+    if pairs is None:
+        return None
+    return [key for key, _ in pairs], [tensor for _, tensor in pairs]
+
+
+def _write(view: TensorDictBase, leaves: list | None, src: TensorDictBase) -> None:
+    if leaves is None:
+        view.update_(src.select(*view.keys(True, True), strict=False))
+        return
+    keys, dsts = leaves
+    copy_into(dsts, get_many(src, keys))
+
+
+def _run_worker_pipe_shared_mem(
+    conn,
+    indices: list[int],
+    env_fns: list[Callable[..., EnvBase]] | CloudpickleBox,
+    env_kwargs: list[dict] | CloudpickleBox,
+    buffer: torch.Tensor,
+    layout: SharedLayout,
+) -> None:
+    """Worker loop: build the sub-envs ``indices`` on their shared slices, one after the other,
+    then serve their commands until "close"."""
+    torch.set_grad_enabled(False)
+    shared: dict[str, Any] = {}
+
+    def setup(position: int) -> dict[str, Callable[[Any], Any]]:
+        # inside setup, so that a factory that cannot be unpickled is reported as its error
+        if not shared:
+            fns, kwargs = env_fns, env_kwargs
+            if isinstance(fns, CloudpickleBox):
+                fns, kwargs = fns.obj, kwargs.obj
+            shared.update(fns=fns, kwargs=kwargs, views=layout.views(buffer))
+        env = shared["fns"][position](**shared["kwargs"][position])
+        return _WorkerEnv(env, shared["views"][indices[position]]).handlers()
+
+    setups = [functools.partial(setup, position) for position in range(len(indices))]
+    serve(conn, setups, hot={STEP: "step"})
