@@ -405,7 +405,7 @@ class ParallelEnv(BatchedEnvBase):
             >>> out["env_index"].tolist(), out["next", "observation"].flatten().tolist()
             ([0, 1, 2, 3], [1, 1, 1, 1])
             >>> env.async_step_send(out[:2].exclude("next"))  # sub-envs 0 and 1 step again
-            >>> env.async_step_recv()["env_index"].tolist()
+            >>> env.async_step_recv(min_get=2)["env_index"].tolist()
             [0, 1]
             >>> env.close()
         """
