@@ -83,6 +83,49 @@ def test_rollouts_equal_whatever_the_split(method):
                 assert torch.equal(got[key], expected[key]), (processes, key)
 
 
+class GlobalRngCountingEnv(CountingEnv):
+    """A CountingEnv that seeds and draws from torch's global generator (as many user envs do):
+    random start counts at reset, random rewards at each step."""
+
+    def _set_seed(self, seed: int | None) -> None:
+        torch.manual_seed(seed)
+
+    def _reset(self, tensordict: TensorDictBase | None) -> TensorDictBase:
+        self.start_val = int(torch.randint(0, 3, ()))
+        return super()._reset(tensordict)
+
+    def _step(self, tensordict: TensorDictBase) -> TensorDictBase:
+        out = super()._step(tensordict)
+        out.set("reward", torch.rand(out["reward"].shape))
+        return out
+
+
+@pytest.mark.parametrize("method", ["fork", "spawn"])
+def test_sub_envs_sharing_a_process_keep_their_own_global_generator(method):
+    """Sub-envs drawing from torch's global generator give the same data whatever the split."""
+    results = []
+    for processes in (4, 2, 1):
+        env = ParallelEnv(
+            4,
+            GlobalRngCountingEnv,
+            create_env_kwargs=[{"max_steps": 2 + index} for index in range(4)],
+            mp_start_method=method,
+            num_processes=processes,
+        )
+        try:
+            env.set_seed(5)
+            policy = lambda td: td.set("action", torch.ones(4, 1, dtype=torch.int8))  # noqa: E731
+            rollout = env.rollout(9, policy, break_when_any_done=False)
+            results.append(rollout)
+        finally:
+            env.close()
+    expected, *others = results
+    assert expected["next", "reward"].unique().numel() > 4
+    for rollout in others:
+        for key in expected.keys(True, True):
+            assert torch.equal(rollout[key], expected[key]), key
+
+
 def test_split_is_even_and_contiguous():
     assert split_evenly(8, 2) == [4, 4]
     assert split_evenly(8, 3) == [3, 3, 2]
