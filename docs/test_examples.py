@@ -217,23 +217,8 @@ def test_page_namespace_runs_guarded_code_and_pickles_by_value():
     assert pickle.loads(cloudpickle.dumps(namespace["DocsProbe"])).value == 7
 
 
-# Pages whose owner is adding the guard; strict: once guarded, the XPASS fails, and the page
-# leaves this set.
-GUARD_PENDING = {"batching.md"}
-
-
 @pytest.mark.parametrize(
-    "page",
-    [
-        pytest.param(
-            page,
-            marks=pytest.mark.xfail(
-                page.name in GUARD_PENDING, reason="guard being added", strict=True
-            ),
-        )
-        for page in PAGES
-    ],
-    ids=lambda p: p.relative_to(PAGES_DIR).as_posix(),
+    "page", PAGES, ids=lambda p: p.relative_to(PAGES_DIR).as_posix()
 )
 def test_process_starts_are_guarded(page: pathlib.Path):
     """Code that starts worker processes sits under ``if __name__ == "__main__":``."""
