@@ -191,3 +191,21 @@ def test_lazy_stack_of_partial_composites():
         mixed["act"]
     dense = torch.stack([a, a.clone()], 0)
     assert dense["act"] is None and dense.shape == (2,)
+
+
+def test_space_assignment_keeps_none_and_stacks_refuse_it():
+    """A leaf keeps the space it is given (None too); a lazy stack's space is read-only."""
+    import torch
+
+    from rlspecs import Bounded, Composite, Unbounded
+
+    leaf = Bounded(0, 1, (2,))
+    leaf.space = None
+    assert leaf.space is None
+    for stack in (
+        torch.stack([Bounded(0, 1, (2,)), Bounded(0, 2, (2,))], 0),
+        torch.stack([Composite(a=Unbounded(2)), Composite(a=Unbounded(2), b=Unbounded(1))], 0),
+    ):
+        assert stack.space is None
+        with pytest.raises(AttributeError, match=r"space is read-only.*spec\[i\]\.space"):
+            stack.space = None

@@ -202,8 +202,9 @@ class TensorSpec:
     @property
     def space(self) -> Any:
         """The domain's descriptor (a box); assignable, as in torchrl."""
-        override = self.__dict__.get("_space")
-        return self._default_space() if override is None else override
+        if "_space" in self.__dict__:  # assigned, None included (torchrl keeps what it is given)
+            return self.__dict__["_space"]
+        return self._default_space()
 
     @space.setter
     def space(self, value: Any) -> None:

@@ -105,6 +105,12 @@ def _torch_stack(specs: Sequence[TensorSpec], dim: int = 0, *, out: Any = None) 
     return stack_specs(specs, dim)
 
 
+STACK_SPACE = (
+    "{cls}.space is read-only: a lazy stack has no box of its own; set the space of each "
+    "stacked spec (spec[i].space) instead."
+)
+
+
 class Stacked(TensorSpec):
     """A lazy stack of specs along ``dim``, for members whose shapes (or domains) differ.
 
@@ -151,6 +157,15 @@ class Stacked(TensorSpec):
     def stack_dim(self) -> int:
         """The dim along which the members are stacked (same as ``dim``)."""
         return self.dim
+
+    @property
+    def space(self) -> None:
+        """A lazy stack has no box of its own (its members do); read-only, as in torchrl 0.4."""
+        return None
+
+    @space.setter
+    def space(self, value: Any) -> None:
+        raise AttributeError(STACK_SPACE.format(cls=type(self).__name__))
 
     def __len__(self) -> int:
         """``shape[0]``, as for a tensor."""
