@@ -230,7 +230,17 @@ def integration(session: nox.Session) -> None:
     """Every package with its extras; the cross-package suite in integration_tests/."""
     # rlcollectors[ray]: RayCollector's docstring example runs in test_docstring_examples
     _install_local(session, _local_packages(), {"rllibs": "[all]", "rlcollectors": "[ray]"})
-    _install(session, *CONSTRAINTS, *TEST_TOOLS, "pytest-rerunfailures>=14", "pyyaml", "packaging")
+    _install(
+        session,
+        *CONSTRAINTS,
+        *TEST_TOOLS,
+        "pytest-rerunfailures>=14",
+        "pyyaml",
+        "packaging",
+        "tqdm",
+    )
+    # the README's demo (examples/demo.py: start-method choice, real runs, its summary)
+    session.run("pytest", "examples", "-q", *session.posargs)
     # Workers start with spawn by default; the second run gives the seed's ParallelEnv fixture
     # the fork start method, so both are exercised (see ../shared/spec/MOCKS.md, conftest).
     session.run("pytest", "integration_tests", "-q", *session.posargs)
