@@ -206,7 +206,17 @@ def test_a_new_env_still_starts_on_its_first_step(make_kind, kind):
 
 
 # ---------------------------------------------------------------------- 5: interrupted steps
-def test_keyboard_interrupt_during_a_step_gives_no_stale_data(make_kind, method):
+@pytest.fixture
+def ctrl_c_raises():
+    """SIGINT raises KeyboardInterrupt, however the tests were started: a process started in
+    the background of a non-interactive shell ignores SIGINT, and then Python installs no
+    handler, so ``_thread.interrupt_main`` does nothing."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)
+
+
+def test_keyboard_interrupt_during_a_step_gives_no_stale_data(ctrl_c_raises, make_kind, method):
     env = make_kind(method, 2, SlowCountingEnv, create_env_kwargs={"delay": 1.0})
     env.reset()
     timer = threading.Timer(0.3, _thread.interrupt_main)

@@ -208,7 +208,17 @@ def test_interrupted_exchange_never_gives_a_stale_reply(pools, method):
     assert pool.request("echo", "echo", "again") == ["again", "again"]
 
 
-def test_keyboard_interrupt_while_waiting_then_correct_replies(pools, method):
+@pytest.fixture
+def ctrl_c_raises():
+    """SIGINT raises KeyboardInterrupt, however the tests were started: a process started in
+    the background of a non-interactive shell ignores SIGINT, and then Python installs no
+    handler, so ``_thread.interrupt_main`` does nothing."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)
+
+
+def test_keyboard_interrupt_while_waiting_then_correct_replies(ctrl_c_raises, pools, method):
     pool = _started(pools, method)
     timer = threading.Timer(0.3, _thread.interrupt_main)
     timer.start()
