@@ -42,10 +42,19 @@ class OnesPolicy(TensorDictModuleBase):
 
 
 class DyingEnv(CountingEnv):
-    """A CountingEnv whose process exits abruptly at its third step."""
+    """A CountingEnv whose process exits abruptly at its third step.
+
+    It counts its own steps: the count of a CountingEnv depends on the random actions, and
+    with 10 frames per worker it stays below 2 in about 1 run in 100.
+    """
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.steps = 0
 
     def _step(self, tensordict):
-        if int(self.count.max()) >= 2:
+        self.steps += 1
+        if self.steps == 3:
             os._exit(3)
         return super()._step(tensordict)
 
@@ -148,14 +157,17 @@ def test_worker_that_dies_is_named_in_the_error(method):
         [CountingEnv, DyingEnv], frames_per_batch=20, total_frames=20, mp_start_method=method
     )
     procs = list(collector._pool.procs)
-    with pytest.raises(
-        WorkerDiedError,
-        match=re.escape(
-            f"MultiSyncDataCollector worker 1 (pid {procs[1].pid}) died unexpectedly during "
-            "collect (exit code 3); the collector was shut down."
-        ),
-    ) as info:
-        next(iter(collector))
+    try:
+        with pytest.raises(
+            WorkerDiedError,
+            match=re.escape(
+                f"MultiSyncDataCollector worker 1 (pid {procs[1].pid}) died unexpectedly during "
+                "collect (exit code 3); the collector was shut down."
+            ),
+        ) as info:
+            next(iter(collector))
+    finally:  # a failure here must not leave workers behind for the next tests' checks
+        collector.shutdown()
     assert isinstance(info.value, RuntimeError) and info.value.exitcode == 3
     _assert_all_dead(procs)
     with pytest.raises(RuntimeError, match="was shut down"):

@@ -11,6 +11,7 @@ import os
 import re
 import signal
 import time
+import warnings
 
 import pytest
 import torch
@@ -32,6 +33,23 @@ class SlowCountingEnv(CountingEnv):
     def _step(self, tensordict):
         time.sleep(0.005)
         return super()._step(tensordict)
+
+
+class SlowRestartEnv(SlowCountingEnv):
+    """A SlowCountingEnv that takes 5 s to build in an actor Ray restarted.
+
+    The actor's restore call waits for that build, so it is still pending when the lost
+    chunk call has been seen, however quickly Ray restarts the process.
+    """
+
+    def __init__(self, **kwargs):
+        import ray
+
+        with warnings.catch_warnings():  # Ray 2.60 reads its own deprecated actor_id here
+            warnings.simplefilter("ignore", DeprecationWarning)
+            if ray.get_runtime_context().was_current_actor_reconstructed:
+                time.sleep(5.0)
+        super().__init__(**kwargs)
 
 
 def _pid(collector, idx):
@@ -84,7 +102,7 @@ def test_weights_sent_while_an_actor_restarts_reach_it():
     """Weights put while Ray restarts an actor (its restore pending) reach it before a chunk."""
     policy = StepPolicy(1.0)
     collector = ray_collector(
-        SlowCountingEnv,
+        SlowRestartEnv,
         policy,
         frames_per_batch=40,
         total_frames=-1,
