@@ -99,6 +99,51 @@ def _fingerprint(args: tuple[str, ...]) -> str:
     return digest.hexdigest()
 
 
+def _share_identical_files(session: nox.Session) -> None:
+    """Hard-links each file of the session's venv to one copy per content, shared by all venvs.
+
+    Every package session has a venv of its own (that is what proves its dependency edges),
+    and each holds torch and its company: 17 venvs took 23 GB, more than a CI machine may have
+    free. Files of the same content (and mode) become links to one copy in a store beside the
+    venvs, so torch is on disk once (the 17 take 6 GB). pip never writes into an
+    installed file (it unlinks and writes anew), so a shared copy cannot change under another
+    venv; don't edit files inside ``.nox`` venvs in place. Store entries no venv links to any
+    more are deleted. A filesystem without hard links leaves the venvs as they are.
+    """
+    venv = pathlib.Path(session.virtualenv.location)
+    store = venv.parent / ".shared-files"
+    store.mkdir(exist_ok=True)
+    for entry in store.iterdir():
+        if entry.stat().st_nlink == 1:
+            entry.unlink()
+    linked = stored = 0
+    for path in venv.rglob("*"):
+        if path.is_symlink() or not path.is_file():
+            continue
+        info = path.stat()
+        if info.st_size < 4096 or info.st_nlink > 1:  # small, or linked already
+            continue
+        with path.open("rb") as f:
+            digest = hashlib.file_digest(f, "sha256").hexdigest()
+        copy = store / f"{digest}-{info.st_mode & 0o7777:o}"
+        try:
+            if not copy.exists():
+                os.link(path, copy)
+                stored += info.st_size
+                continue
+            temp = path.with_name(f".{path.name}.shared")
+            os.link(copy, temp)
+            os.replace(temp, path)
+        except OSError as err:
+            session.warn(f"venv files not shared ({err}): each venv keeps its own copies")
+            return
+        linked += info.st_size
+    session.log(
+        f"venv files shared: {linked / 2**30:.1f} GiB linked to copies other venvs have, "
+        f"{stored / 2**30:.1f} GiB new to the store"
+    )
+
+
 def _install(session: nox.Session, *args: str) -> None:
     """``session.install(*args)``, skipped when a reused venv already has exactly that install."""
     marker = (
@@ -110,6 +155,7 @@ def _install(session: nox.Session, *args: str) -> None:
         session.log(f"unchanged since the last run, not reinstalled: {' '.join(args)[:120]}")
         return
     session.install(*args)
+    _share_identical_files(session)
     # `nox -R` (--no-install) makes session.install a no-op on a reused venv: no marker then,
     # or a later plain run would skip an install that never happened. nox has no public flag.
     if not getattr(session._runner.global_config, "no_install", False):
@@ -189,6 +235,7 @@ def _tensordict_session(session: nox.Session, version: str | None) -> None:
     # --no-deps past our own upper bound: the point is to see the next release break us here
     wanted = f"tensordict=={version}" if version else "tensordict"
     session.install("-c", str(constraints), "--upgrade", "--no-deps", wanted)
+    _share_identical_files(session)
     session.run("python", "-c", "import tensordict; print('tensordict', tensordict.__version__)")
     _run_package_tests(session, names)
 
@@ -307,6 +354,7 @@ def _bench_install(session: nox.Session) -> None:
     session.run_install(
         "python", "-m", "pip", "install", *CONSTRAINTS, "envpool", success_codes=[0, 1]
     )
+    _share_identical_files(session)
 
 
 @nox.session(python=PYTHON, default=False)
