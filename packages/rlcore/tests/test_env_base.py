@@ -448,6 +448,35 @@ def test_repr_and_numel():
     env = CountingEnv(batch_size=(2, 3))
     assert repr(env) == "CountingEnv(batch_size=torch.Size([2, 3]), device=None)"
     assert env.numel() == 6 and env.batch_dims == 2
+    assert env.shape == (2, 3) and env.ndim == env.ndimension() == 2
+
+
+@pytest.mark.parametrize("has_root_done", [False, True])
+def test_add_truncated_keys_beside_every_done_key(has_root_done):
+    """One truncated entry per done level, with its done spec; filled with False at each step."""
+    env = NestedCountingEnv(batch_size=(2,), has_root_done=has_root_done)
+    before = env.full_done_spec.clone()
+    assert env.add_truncated_keys() is env
+    levels = [("data",), ()] if has_root_done else [("data",)]
+    for level in levels:
+        key = (*level, "truncated") if level else "truncated"
+        assert key in env.done_keys
+        assert env.full_done_spec[key] == before[(*level, "done") if level else "done"]
+    assert len(env.done_keys) == len(before.keys(True, True)) + len(levels)
+    out = env.rollout(3)
+    assert not out["next", "data", "truncated"].any()
+    env.add_truncated_keys()  # twice: nothing more
+    assert len(env.done_keys) == len(before.keys(True, True)) + len(levels)
+
+
+def test_add_truncated_keys_keeps_an_existing_truncated_spec():
+    env = CountingEnv()
+    done_spec = env.full_done_spec.clone()
+    done_spec["truncated"] = done_spec["done"].clone()
+    env.full_done_spec = done_spec
+    keys = list(env.done_keys)
+    env.add_truncated_keys()
+    assert env.done_keys == keys
 
 
 def test_partial_reset_of_a_lazy_stacked_level():

@@ -204,9 +204,47 @@ class EnvBase(EnvSpecsMixin, nn.Module):
         """Number of batch dims."""
         return len(self.batch_size)
 
+    @property
+    def shape(self) -> torch.Size:
+        """The batch size (torchrl's alias)."""
+        return self.batch_size
+
+    def ndimension(self) -> int:
+        """Number of batch dims (torchrl's alias of ``batch_dims``)."""
+        return len(self.batch_size)
+
+    @property
+    def ndim(self) -> int:
+        """Number of batch dims (torchrl's alias of ``batch_dims``)."""
+        return len(self.batch_size)
+
     def numel(self) -> int:
         """Number of sub-envs (product of the batch size)."""
         return self.batch_size.numel()
+
+    def add_truncated_keys(self) -> EnvBase:
+        """Adds a ``"truncated"`` entry beside every done key that lacks one; returns the env.
+
+        The new entries copy their done key's spec. An env that does not write them gets
+        them filled with False at each step and reset, like any done entry it leaves out, so
+        a transform or wrapper that truncates episodes (e.g. ``StepCounter``) has a key to set.
+
+        Examples:
+            >>> from rlmocks import CountingEnv
+            >>> env = CountingEnv().add_truncated_keys()
+            >>> env.done_keys
+            ['done', 'terminated', 'truncated']
+            >>> env.rollout(3)["next", "truncated"].any().item()
+            False
+        """
+        done_spec = self.full_done_spec.clone()
+        for key in self.done_keys:
+            parent = key[:-1] if isinstance(key, tuple) else ()
+            truncated = (*parent, "truncated") if parent else "truncated"
+            if truncated not in done_spec.keys(include_nested=True):
+                done_spec[truncated] = done_spec[key].clone()
+        self.full_done_spec = done_spec
+        return self
 
     @property
     def specs(self) -> Composite:
