@@ -12,11 +12,15 @@ from tensordict import LazyStackedTensorDict, TensorDict, dense_stack_tds
 from rlbatched import ParallelEnv, SerialEnv
 from rlbatched._batched_base import (
     BATCH_ERROR,
+    MEMMAP_ERROR,
     NOT_STARTED_ERROR,
     NUM_FNS_ERROR,
     NUM_KWARGS_ERROR,
     NUM_WORKERS_ERROR,
+    PIN_MEMORY_ERROR,
+    POLICY_PROOF_WARNING,
     SHARE_INDIVIDUAL_TD_ERROR,
+    STEP_WHEN_DONE_ERROR,
 )
 from rlmocks import (
     ContinuousActionVecMockEnv,
@@ -322,6 +326,43 @@ def test_devices_cast_in_and_out(make_kind, env_device, batched_device):
             assert env.shared_tensordict_parent.device.type == env_device
 
 
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_non_blocking_moves_give_the_blocking_results(make_kind):
+    """non_blocking=True: the same data as blocking moves, both ways (no stale host copy)."""
+    results = []
+    for non_blocking in (False, True):
+        env = make_kind(
+            "spawn",
+            2,
+            lambda: ContinuousActionVecMockEnv(device="cuda"),
+            device="cpu",
+            non_blocking=non_blocking,
+        )
+        env.set_seed(0)
+        results.append(env.rollout(20, break_when_any_done=False))
+    assert (results[0] == results[1]).all()
+
+
+@pytest.mark.parametrize("kind", ["serial", "fork"])
+def test_torchrl_compat_arguments(kind):
+    """torchrl 0.4's pin_memory/memmap/allow_step_when_done refuse True; policy_proof warns."""
+    make = FACTORIES[kind]
+    for name, message in (
+        ("pin_memory", PIN_MEMORY_ERROR),
+        ("memmap", MEMMAP_ERROR),
+        ("allow_step_when_done", STEP_WHEN_DONE_ERROR),
+    ):
+        with pytest.raises(ValueError, match=re.escape(message)):
+            make(2, CountingEnv, **{name: True})
+    with pytest.warns(UserWarning, match=re.escape(POLICY_PROOF_WARNING)):
+        env = make(2, CountingEnv, policy_proof=lambda td: td)
+    env.close()
+    env = make(2, CountingEnv, pin_memory=False, memmap=False, non_blocking=True)
+    assert env.non_blocking and env.rollout(3).shape == (2, 3)
+    env.close()
+    assert not make(2, CountingEnv).non_blocking
+
+
 def test_serial_for_single():
     """serial_for_single gives a SerialEnv for one worker only."""
     env = ParallelEnv(1, CountingEnv, serial_for_single=True, mp_start_method="fork")
@@ -329,6 +370,8 @@ def test_serial_for_single():
     env = ParallelEnv(2, CountingEnv, serial_for_single=True, mp_start_method="fork")
     assert isinstance(env, ParallelEnv)
     assert isinstance(ParallelEnv(1, CountingEnv), ParallelEnv)
+    env = ParallelEnv(1, CountingEnv, serial_for_single=True, non_blocking=True)
+    assert isinstance(env, SerialEnv) and env.non_blocking
 
 
 @pytest.mark.parametrize("kind", ["serial", "fork"])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -32,10 +33,38 @@ PARTIAL_RESET_CLOSED_ERROR = (
     '{cls} is closed (close() was called, or it lost a worker): a partial reset ("_reset" '
     "entries) cannot reopen it, since the other sub-envs have no state; call reset() first."
 )
+PIN_MEMORY_ERROR = (
+    "pin_memory=True is not supported for batched envs (torchrl 0.4 deprecated it too): "
+    "append rlcore.transforms.PinMemoryTransform to pin what you move to the GPU."
+)
+STEP_WHEN_DONE_ERROR = (
+    "allow_step_when_done=True is not supported (torchrl 0.4 deprecated it too): reset the "
+    'done sub-envs with a partial reset ("_reset" entries, or env.step_and_maybe_reset).'
+)
+MEMMAP_ERROR = (
+    "memmap=True is not supported: the batched env's buffers live in shared memory "
+    "(torchrl 0.4 also refuses memmap with shared_memory); memory-map the collected data "
+    "instead, e.g. td.memmap_()."
+)
+POLICY_PROOF_WARNING = "policy_proof is ignored (as in torchrl 0.4, which never reads it)."
 NOT_STARTED_ERROR = (
     "{cls} has no attribute {name!r}; sub-env attributes are forwarded only once the "
     "env is started (call env.start() or env.reset() first)."
 )
+
+
+def move(td: TensorDictBase, device: torch.device, non_blocking: bool) -> TensorDictBase:
+    """``td.to(device)``; with ``non_blocking``, a copy off a GPU is waited for before return.
+
+    A non-blocking copy to the host returns before the data has arrived: reading it then
+    gives stale values without an error. Copies onto a GPU are ordered on its stream, so
+    they may stay asynchronous.
+    """
+    moved = td.to(device, non_blocking=non_blocking)
+    if non_blocking and torch.device(device).type == "cpu" and td.device is not None:
+        if td.device.type == "cuda":
+            torch.cuda.synchronize(td.device)
+    return moved
 
 
 class _EnvMeta:
@@ -110,7 +139,21 @@ class BatchedEnvBase(EnvBase):
         shared_memory: bool = True,
         device: torch.device | str | int | None = None,
         serial_for_single: bool = False,
+        *,
+        pin_memory: bool = False,
+        memmap: bool = False,
+        policy_proof: Callable | None = None,
+        allow_step_when_done: bool = False,
+        non_blocking: bool = False,
     ):
+        if pin_memory:
+            raise ValueError(PIN_MEMORY_ERROR)
+        if allow_step_when_done:
+            raise ValueError(STEP_WHEN_DONE_ERROR)
+        if memmap:
+            raise ValueError(MEMMAP_ERROR)
+        if policy_proof is not None:
+            warnings.warn(POLICY_PROOF_WARNING, UserWarning, stacklevel=3)
         if num_workers < 1:
             raise ValueError(NUM_WORKERS_ERROR.format(got=num_workers))
         if callable(create_env_fn):
@@ -143,6 +186,7 @@ class BatchedEnvBase(EnvBase):
         self.create_env_kwargs = kwargs
         self.shared_memory = shared_memory
         self.serial_for_single = serial_for_single
+        self.non_blocking = non_blocking
         self._single_task = single_task
         # one dense shared tensordict, or one per worker stacked lazily
         self._lazy_stack = (not homogeneous) if share_individual_td is None else share_individual_td

@@ -14,7 +14,7 @@ from tensordict import LazyStackedTensorDict, TensorDictBase
 
 from rlcore import CloudpickleBox, EnvBase, WorkerPool
 
-from ._batched_base import BatchedEnvBase, _parts
+from ._batched_base import BatchedEnvBase, _parts, move
 from ._inputs import ACTION, DONE, OBSERVATION, STATE, check_flat
 from ._serial import SerialEnv
 from ._shared import SharedLayout
@@ -82,7 +82,17 @@ def _closes_on_worker_loss(method: Callable) -> Callable:
     return wrapper
 
 
-_SERIAL_KWARGS = ("create_env_kwargs", "share_individual_td", "shared_memory", "device")
+_SERIAL_KWARGS = (
+    "create_env_kwargs",
+    "share_individual_td",
+    "shared_memory",
+    "device",
+    "pin_memory",
+    "memmap",
+    "policy_proof",
+    "allow_step_when_done",
+    "non_blocking",
+)
 
 
 class ParallelEnv(BatchedEnvBase):
@@ -123,6 +133,12 @@ class ParallelEnv(BatchedEnvBase):
             runs a contiguous block of sub-envs one after the other (``num_workers`` split as
             evenly as possible, the first processes taking one more); batch layout, seeding,
             partial resets and results are the same whatever the split.
+        pin_memory, memmap, allow_step_when_done: torchrl 0.4's arguments; ``True`` raises
+            ``ValueError`` (0.4 deprecated the first and last; the buffers are always in
+            shared memory).
+        policy_proof: torchrl 0.4's argument, ignored as there (with a warning).
+        non_blocking: device moves of inputs and outputs use ``non_blocking=True``; a move
+            off a GPU is still waited for before the data is returned.
 
     Examples:
         >>> from rlbatched import ParallelEnv
@@ -155,6 +171,12 @@ class ParallelEnv(BatchedEnvBase):
         num_sub_threads: int = 1,
         worker_timeout: float | None = None,
         num_processes: int | None = None,
+        *,
+        pin_memory: bool = False,
+        memmap: bool = False,
+        policy_proof: Callable | None = None,
+        allow_step_when_done: bool = False,
+        non_blocking: bool = False,
     ):
         super().__init__(
             num_workers,
@@ -164,6 +186,11 @@ class ParallelEnv(BatchedEnvBase):
             shared_memory=shared_memory,
             device=device,
             serial_for_single=serial_for_single,
+            pin_memory=pin_memory,
+            memmap=memmap,
+            policy_proof=policy_proof,
+            allow_step_when_done=allow_step_when_done,
+            non_blocking=non_blocking,
         )
         if num_processes is None:
             num_processes = num_workers
@@ -598,7 +625,7 @@ class ParallelEnv(BatchedEnvBase):
 
     def _read(self, view: TensorDictBase) -> TensorDictBase:
         if self.device is not None and view.device != self.device:
-            return view.to(self.device)
+            return move(view, self.device, self.non_blocking)
         return clone(view)
 
     # ------------------------------------------------------------------ forwarding

@@ -11,7 +11,7 @@ from tensordict import TensorDictBase
 from rlcore import EnvBase
 
 from . import _td_fast
-from ._batched_base import BatchedEnvBase, step_function
+from ._batched_base import BatchedEnvBase, move, step_function
 from ._dense import DenseBatch, note_sub_env
 from ._inputs import ACTION, STATE
 
@@ -31,6 +31,8 @@ class SerialEnv(BatchedEnvBase):
     straight into the batched tensors (``rlbatched._dense``), with the same results as the
     general path, which stacks one tensordict per sub-env and runs for anything else.
 
+    Arguments are ``ParallelEnv``'s, less those about processes (see its docstring).
+
     Examples:
         >>> from rlbatched import SerialEnv
         >>> from rlmocks import ContinuousActionVecMockEnv
@@ -48,6 +50,12 @@ class SerialEnv(BatchedEnvBase):
         shared_memory: bool = True,
         device: torch.device | str | int | None = None,
         serial_for_single: bool = False,
+        *,
+        pin_memory: bool = False,
+        memmap: bool = False,
+        policy_proof: Callable | None = None,
+        allow_step_when_done: bool = False,
+        non_blocking: bool = False,
     ):
         super().__init__(
             num_workers,
@@ -57,6 +65,11 @@ class SerialEnv(BatchedEnvBase):
             shared_memory=shared_memory,
             device=device,
             serial_for_single=serial_for_single,
+            pin_memory=pin_memory,
+            memmap=memmap,
+            policy_proof=policy_proof,
+            allow_step_when_done=allow_step_when_done,
+            non_blocking=non_blocking,
         )
         self._envs: list[EnvBase] | None = None
         self._reset_templates: list[TensorDictBase] | None = None
@@ -122,7 +135,8 @@ class SerialEnv(BatchedEnvBase):
         tds = _td_fast.unbind(tensordict)
         in_device = tensordict.device
         if any(d is not None and d != in_device for d in self._env_devices):
-            tds = [td if d is None else td.to(d) for td, d in zip(tds, self._env_devices)]
+            nb = self.non_blocking
+            tds = [td if d is None else move(td, d, nb) for td, d in zip(tds, self._env_devices)]
         outs = []
         try:
             for step, td in zip(self._step_fns, tds):
@@ -155,7 +169,7 @@ class SerialEnv(BatchedEnvBase):
                 keys = self._reset_keys_out[index]
                 if needs[index]:
                     if td is not None and env.device is not None and td.device != env.device:
-                        td = td.to(env.device)
+                        td = move(td, env.device, self.non_blocking)
                     out = env.reset(td, **kwargs).select(*keys, strict=False)
                 else:
                     out = (
@@ -177,7 +191,7 @@ class SerialEnv(BatchedEnvBase):
 
     def _to_out_device(self, td: TensorDictBase) -> TensorDictBase:
         if self.device is not None and td.device != self.device:
-            return td.to(self.device)
+            return move(td, self.device, self.non_blocking)
         return td
 
     def _forward_attr(self, name: str) -> Any:
