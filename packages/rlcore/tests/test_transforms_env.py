@@ -80,6 +80,15 @@ def test_transformed_env_without_transform_behaves_like_base_env():
     assert (rollout["next", "observation"][0, :, 0] == torch.arange(1.0, 5.0)).all()
 
 
+def test_env_is_torchrl_040s_name_of_base_env():
+    base = CountEnv()
+    env = TransformedEnv(env=base, transform=StepCounter())
+    assert env.base_env is base and "step_count" in env.observation_spec.keys()
+    for kwargs in ({}, {"base_env": base, "env": base}):
+        with pytest.raises(TypeError, match="exactly one of them"):
+            TransformedEnv(**kwargs)
+
+
 def test_unknown_attributes_are_forwarded_to_the_base_env():
     env = TransformedEnv(CountEnv(), StepCounter())
     assert env.custom_method() == "base"

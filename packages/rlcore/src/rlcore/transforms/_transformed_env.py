@@ -57,6 +57,12 @@ _NEVER_FORWARDED = frozenset(
 )
 
 
+ENV_ARGUMENT = (
+    "TransformedEnv takes the env to transform as base_env (or env, torchrl 0.4's name): "
+    "exactly one of them, got base_env={base_env!r} and env={env!r}."
+)
+
+
 class TransformedEnv(EnvBase):
     """An env whose outputs go through `transform` and whose inputs go through its inverse.
 
@@ -81,6 +87,7 @@ class TransformedEnv(EnvBase):
             place (its keys, its parameters) shows in the specs at once; slower.
         auto_unwrap: whether to flatten a wrapped `TransformedEnv` (default True).
         device: if given, the base env is moved there first.
+        env: torchrl 0.4's name of ``base_env`` (give one of the two).
 
     Examples:
         >>> from rlcore.transforms import StepCounter, TransformedEnv
@@ -91,13 +98,18 @@ class TransformedEnv(EnvBase):
 
     def __init__(
         self,
-        base_env: EnvBase,
+        base_env: EnvBase | None = None,
         transform: Transform | Callable[[TensorDictBase], TensorDictBase] | None = None,
         cache_specs: bool = True,
         *,
         auto_unwrap: bool = True,
         device: torch.device | str | None = None,
+        env: EnvBase | None = None,
     ) -> None:
+        if (base_env is None) == (env is None):
+            raise TypeError(ENV_ARGUMENT.format(base_env=base_env, env=env))
+        if base_env is None:
+            base_env = env
         if device is not None:
             base_env = base_env.to(device)
         if transform is not None:
