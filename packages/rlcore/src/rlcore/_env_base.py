@@ -230,8 +230,7 @@ class EnvBase(EnvSpecsMixin, nn.Module):
         a transform or wrapper that truncates episodes (e.g. ``StepCounter``) has a key to set.
 
         Examples:
-            >>> from rlmocks import CountingEnv
-            >>> env = CountingEnv().add_truncated_keys()
+            >>> env = MyEnv().add_truncated_keys()
             >>> env.done_keys
             ['done', 'terminated', 'truncated']
             >>> env.rollout(3)["next", "truncated"].any().item()

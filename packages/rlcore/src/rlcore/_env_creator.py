@@ -20,20 +20,36 @@ __all__ = ["EnvCreator"]
 NOT_AN_ENV = "EnvCreator: the factory returned a {type}, an EnvBase was expected"
 
 
-def _shared_state(state: Mapping[str, Any]) -> OrderedDict:
+def _shared_state(state: Mapping[str, Any], share: bool = True) -> OrderedDict:
     """The entries of a state dict holding tensordicts (e.g. VecNorm's statistics), shared.
 
-    Plain tensors (buffers) are dropped: each env keeps its own.
+    Plain tensors (buffers) are dropped: each env keeps its own. With ``share=False`` the
+    tensordicts stay where they are (each env built then loads a copy).
     """
     out = OrderedDict()
     for key, value in state.items():
         if isinstance(value, TensorDictBase):
-            if not (value.is_shared() or value.is_memmap()):
+            if share and not (value.is_shared() or value.is_memmap()):
                 value.share_memory_()
             out[key] = value
-        elif isinstance(value, Mapping) and _shared_state(value):
+        elif isinstance(value, Mapping) and _shared_state(value, share):
             out[key] = value
     return out
+
+
+def _copy_state(dst: Mapping[str, Any], src: Mapping[str, Any], path: tuple[str, ...]) -> None:
+    """Copies the tensordicts of ``src`` into those of ``dst`` in place, entry by entry."""
+    for key, value in src.items():
+        if key not in dst:
+            where = ".".join((*path, key))
+            raise KeyError(
+                f"EnvCreator.load_state_dict: {where!r} is no state the envs built share "
+                f"(at this level they have {sorted(dst)})"
+            )
+        if isinstance(dst[key], TensorDictBase):
+            dst[key].copy_(value)
+        elif isinstance(dst[key], Mapping):
+            _copy_state(dst[key], value, (*path, key))
 
 
 class _SpecView(EnvSpecsMixin):
@@ -60,6 +76,8 @@ class EnvCreator:
     Args:
         create_env_fn: a callable returning an ``EnvBase``.
         create_env_kwargs: keyword arguments passed to it.
+        share_memory: if False, those tensordicts are not put in shared memory: every env
+            built starts from a copy of them and keeps its own (torchrl 0.4's flag).
 
     Examples:
         >>> creator = EnvCreator(lambda: MyEnv())
@@ -72,14 +90,35 @@ class EnvCreator:
         self,
         create_env_fn: Callable[..., EnvBase],
         create_env_kwargs: dict[str, Any] | None = None,
+        share_memory: bool = True,
     ) -> None:
         self.create_env_fn = create_env_fn
         self.create_env_kwargs = dict(create_env_kwargs or {})
         env = self._make()
         self._meta = _SpecView(env)
-        self._shared_state = _shared_state(env.state_dict())
+        self.env_type = type(env)
+        self._shared_state = _shared_state(env.state_dict(), share_memory)
         env.close()
         del env
+
+    def state_dict(self) -> OrderedDict:
+        """The tensordicts every env built loads (shared unless ``share_memory=False``).
+
+        Examples:
+            >>> from rlcore.transforms import TransformedEnv, VecNorm
+            >>> make = lambda: TransformedEnv(MyEnv(), VecNorm(["observation"]))
+            >>> creator = EnvCreator(make)
+            >>> creator.state_dict()["_extra_state"]["td"].is_shared()
+            True
+        """
+        return self._shared_state
+
+    def load_state_dict(self, state_dict: Mapping[str, Any]) -> None:
+        """Copies ``state_dict``'s entries into the state shared with the envs built (in place).
+
+        Raises ``KeyError`` naming an entry this creator's envs have no shared state for.
+        """
+        _copy_state(self._shared_state, state_dict, ())
 
     def _make(self, **kwargs: Any) -> EnvBase:
         env = self.create_env_fn(**{**self.create_env_kwargs, **kwargs})
