@@ -2,7 +2,9 @@
 
 from ._action import ActionMask, DiscreteActionProjection
 from ._base import Compose, ObservationTransform, Transform
+from ._batch_size import BatchSizeTransform
 from ._casts import DeviceCastTransform, DoubleToFloat, DTypeCastTransform
+from ._checks import FiniteTensorDictCheck
 from ._counters import InitTracker, StepCounter
 from ._env_steps import EndOfLifeTransform, FrameSkipTransform, NoopResetEnv
 from ._frames import CatFrames, TimeMaxPool
@@ -16,9 +18,11 @@ from ._observation import (
     SqueezeTransform,
     UnsqueezeTransform,
 )
+from ._pin_memory import PinMemoryTransform
 from ._primers import TensorDictPrimer
 from ._returns import Reward2GoTransform, TargetReturn
 from ._reward import BinarizeReward, RewardClipping, RewardScaling, RewardSum
+from ._sequences import RandomCropTensorDict
 from ._transformed_env import TransformedEnv
 from ._values import ClipTransform, SignTransform
 from ._vecnorm import VecNorm
@@ -78,4 +82,9 @@ __all__ = [
     "ExcludeTransform",
     "SelectTransform",
     "RemoveEmptySpecs",
+    # data checks, memory, batch size, trajectory crops
+    "FiniteTensorDictCheck",
+    "PinMemoryTransform",
+    "BatchSizeTransform",
+    "RandomCropTensorDict",
 ]
