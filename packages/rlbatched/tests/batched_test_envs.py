@@ -101,6 +101,27 @@ class SlowCountingEnv(CountingEnv):
         return super()._step(tensordict)
 
 
+class GatedCountingEnv(CountingEnv):
+    """A CountingEnv whose steps wait until the file ``gate`` exists (no gate: no wait).
+
+    A test holds a sub-env in flight for as long as it needs, then lets it go by creating the
+    file: unlike a sleep, no load on the machine can make it answer early.
+    """
+
+    def __init__(self, gate: str | None = None, **kwargs):
+        super().__init__(**kwargs)
+        self.gate = gate
+
+    def _step(self, tensordict: TensorDictBase) -> TensorDictBase:
+        if self.gate is not None:
+            deadline = time.monotonic() + 120
+            while not os.path.exists(self.gate):
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"the gate {self.gate} was never opened")
+                time.sleep(0.005)
+        return super()._step(tensordict)
+
+
 class DyingCountingEnv(CountingEnv):
     """A CountingEnv whose worker process exits (status 3) at step ``die_at``."""
 

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import re
-import time
 
 import pytest
 import torch
-from batched_test_envs import FailingCountingEnv, HangingCountingEnv, SlowCountingEnv
+from batched_test_envs import FailingCountingEnv, GatedCountingEnv, HangingCountingEnv
 from tensordict import TensorDict
 
 from rlcore import EnvClosedError, WorkerDiedError, WorkerTimeoutError
@@ -58,16 +57,16 @@ def test_subsets_are_routed_by_env_index(make_fork):
     assert out["action"].flatten().tolist() == [1, 1, 0, 1]
 
 
-def test_recv_returns_the_first_ready_and_keeps_the_rest_in_flight(make_fork):
-    env = make_fork(
-        3, SlowCountingEnv, create_env_kwargs=[{"delay": 0.0}, {"delay": 1.0}, {"delay": 0.0}]
-    )
+def test_recv_returns_the_first_ready_and_keeps_the_rest_in_flight(make_fork, tmp_path):
+    # sub-env 1 steps only once the gate file exists: it cannot be ready early (a loaded
+    # machine made a 1 s sleep against a 0.9 s bound unreliable), and a recv that waited for
+    # it would time out instead of returning
+    gate = tmp_path / "gate"
+    env = make_fork(3, GatedCountingEnv, create_env_kwargs=[{}, {"gate": str(gate)}, {}])
     env.reset()
     env.async_step_send(_actions(3))
-    start = time.monotonic()
-    out = env.async_step_recv(min_get=2)
+    out = env.async_step_recv(min_get=2)  # did not wait for sub-env 1
     assert out["env_index"].tolist() == [0, 2]
-    assert time.monotonic() - start < 0.9  # did not wait for the slow one
     with pytest.raises(
         RuntimeError, match=re.escape("async_step_send: sub-env 1 still has a step in flight")
     ):
@@ -76,6 +75,7 @@ def test_recv_returns_the_first_ready_and_keeps_the_rest_in_flight(make_fork):
         env.step(_actions(3))
     with pytest.raises(RuntimeError, match=re.escape("ParallelEnv.reset: sub-envs [1] have")):
         env.reset()
+    gate.touch()
     env.async_step_send(_actions(2, env_index=[0, 2]))  # those that came back go again
     out = env.async_step_recv(min_get=3)
     assert out["env_index"].tolist() == [0, 1, 2]
@@ -146,12 +146,13 @@ def test_dead_worker_in_async_step(make_fork):
 
 
 def test_hung_worker_in_async_step(make_fork):
-    env = make_fork(
-        2, HangingCountingEnv, create_env_kwargs=[{}, {"hang": True}], worker_timeout=1.0
-    )
+    env = make_fork(2, HangingCountingEnv, create_env_kwargs=[{}, {"hang": True}])
     env.reset()
     env.async_step_send(_actions(2))
     assert env.async_step_recv()["env_index"].tolist() == [0]
+    # only the hung worker's wait is timed short: with worker_timeout=1 from the start, a
+    # start-up or sub-env 0's step taking over 1 s on a loaded machine failed the test
+    env._pool.timeout = 1.0
     with pytest.raises(WorkerTimeoutError, match="ParallelEnv worker 1"):
         env.async_step_recv()
     assert env.is_closed
