@@ -53,11 +53,22 @@ def _raise(kind: str):
     raise errors[kind]
 
 
+def _wait_for_file(path: str) -> str:
+    """Returns ``path`` once that file exists: a reply a test holds back as long as it needs."""
+    deadline = time.monotonic() + 120
+    while not os.path.exists(path):
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{path} was never created")
+        time.sleep(0.005)
+    return path
+
+
 HANDLERS = {
     "echo": lambda value: value,
     "pid": lambda _: os.getpid(),
     "ppid": lambda _: os.getppid(),
     "sleep": lambda seconds: (time.sleep(seconds), seconds)[1],
+    "wait_for_file": _wait_for_file,
     "raise": _raise,
     "exit": lambda code: os._exit(code),
     "unpicklable": lambda _: threading.Lock(),

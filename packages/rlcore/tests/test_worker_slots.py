@@ -5,7 +5,6 @@ from __future__ import annotations
 import multiprocessing
 import multiprocessing.forkserver
 import re
-import time
 
 import pytest
 from _pool_workers import echo_worker
@@ -59,17 +58,20 @@ def test_slots_share_their_process_and_reply_each(pools, method):
     assert pool.gather("hot", [2]) == [pids[2]]
 
 
-def test_gather_ready_returns_the_first_replies_and_keeps_the_rest(pools, method):
+def test_gather_ready_returns_the_first_replies_and_keeps_the_rest(pools, method, tmp_path):
+    # slot 1 answers only once the file exists, so it cannot be ready early (a 2 s sleep
+    # against a 1.9 s bound failed when the others took that long on a loaded machine), and
+    # a gather that waited for it would time out instead of returning
+    gate = str(tmp_path / "gate")
     pool = _started(pools, method, [1, 1, 1])
     pool.send(0, "sleep", 0.0)
-    pool.send(1, "sleep", 2.0)
+    pool.send(1, "wait_for_file", gate)
     pool.send(2, "sleep", 0.0)
-    start = time.monotonic()
     ready = pool.gather_ready("sleep", [0, 1, 2], min_ready=2)
     assert ready == {0: 0.0, 2: 0.0}
-    assert time.monotonic() - start < 1.9
     assert pool.pending == [1]
-    assert pool.gather_ready("sleep", [1]) == {1: 2.0}
+    open(gate, "w").close()
+    assert pool.gather_ready("sleep", [1]) == {1: gate}
     assert pool.pending == []
     with pytest.raises(
         RuntimeError,
