@@ -13,6 +13,7 @@ from torch import nn
 from rlcore._dense_step import DenseStepper
 from rlcore._done import any_true, flag_done, reduce_to_batch
 from rlcore._done_plan import complete_done, done_levels, merge_reset
+from rlcore._env_meta import EnvMeta
 from rlcore._env_specs import EnvSpecsMixin
 from rlcore._rollout import run_rollout
 from rlcore._step_mdp import StepMDP
@@ -53,7 +54,7 @@ def _next_seed(seed: int) -> int:
     return int(torch.randint(0, 2**32 - 1, (), generator=generator))
 
 
-class EnvBase(EnvSpecsMixin, nn.Module):
+class EnvBase(EnvSpecsMixin, nn.Module, metaclass=EnvMeta):
     """Base class of environments: ``reset``, ``step`` and ``rollout`` on TensorDicts.
 
     Subclasses implement ``_reset(tensordict)`` (observations, done flags and state at the root,

@@ -1,13 +1,16 @@
 """Env transforms: `TransformedEnv` and the transforms it runs, grouped by what they transform."""
 
 from ._action import ActionMask, DiscreteActionProjection
+from ._auto_reset import AutoResetEnv, AutoResetTransform
 from ._base import Compose, ObservationTransform, Transform
 from ._batch_size import BatchSizeTransform
+from ._burn_in import BurnInTransform
 from ._casts import DeviceCastTransform, DoubleToFloat, DTypeCastTransform
 from ._checks import FiniteTensorDictCheck
 from ._counters import InitTracker, StepCounter
 from ._env_steps import EndOfLifeTransform, FrameSkipTransform, NoopResetEnv
 from ._frames import CatFrames, TimeMaxPool
+from ._gsde import gSDENoise
 from ._images import CenterCrop, GrayScale, Resize, ToTensorImage
 from ._keys import ExcludeTransform, RemoveEmptySpecs, RenameTransform, SelectTransform
 from ._normalization import ObservationNorm
@@ -87,4 +90,9 @@ __all__ = [
     "PinMemoryTransform",
     "BatchSizeTransform",
     "RandomCropTensorDict",
+    # exploration noise, burn-in of stored sequences, self-resetting envs
+    "gSDENoise",
+    "BurnInTransform",
+    "AutoResetEnv",
+    "AutoResetTransform",
 ]

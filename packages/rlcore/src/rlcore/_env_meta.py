@@ -1,0 +1,34 @@
+"""The metaclass of ``EnvBase``: torchrl 0.4's ``EnvType(..., auto_reset=True)`` constructor flag."""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["EnvMeta"]
+
+REPLACE_WITHOUT_AUTO_RESET = (
+    "{cls}: auto_reset_replace={replace!r} only applies with auto_reset=True; pass "
+    "auto_reset=True too, or drop auto_reset_replace"
+)
+
+
+class EnvMeta(type):
+    """Builds the env, then wraps it in an ``AutoResetEnv`` when built with ``auto_reset=True``.
+
+    ``auto_reset_replace`` (default True) is the ``AutoResetTransform``'s ``replace``. Only
+    construction goes through here: unpickling and copies build the env without it.
+    """
+
+    def __call__(cls, *args: Any, **kwargs: Any) -> Any:
+        auto_reset = kwargs.pop("auto_reset", False)
+        replace = kwargs.pop("auto_reset_replace", None)
+        env = super().__call__(*args, **kwargs)
+        if not auto_reset:
+            if replace is not None:
+                raise ValueError(
+                    REPLACE_WITHOUT_AUTO_RESET.format(cls=cls.__name__, replace=replace)
+                )
+            return env
+        from .transforms import AutoResetEnv, AutoResetTransform  # transforms build on envs
+
+        return AutoResetEnv(env, AutoResetTransform(replace=True if replace is None else replace))
