@@ -75,10 +75,22 @@ def _assert_all_dead(procs):
     assert all(proc._closed or not proc.is_alive() for proc in procs)
 
 
-def test_output_equals_concatenated_single_collectors():
+@pytest.fixture
+def shut_down_later():
+    """Registers collectors to shut down at teardown, also when the test fails: a failed
+    test's frames keep its collector alive, and its workers would fail the later tests'
+    ``active_children()`` checks."""
+    collectors = []
+    yield collectors.append
+    for collector in collectors:
+        collector.shutdown()
+
+
+def test_output_equals_concatenated_single_collectors(shut_down_later):
     make_envs = [lambda i=i: CountingEnv(i) for i in (3, 4)]
     policy = OnesPolicy(make_envs[0]().action_spec)
     collector = MultiSyncDataCollector(make_envs, policy, frames_per_batch=40, total_frames=120)
+    shut_down_later(collector)
     singles = [
         SyncDataCollector(fn(), policy, frames_per_batch=20, total_frames=60) for fn in make_envs
     ]
@@ -101,7 +113,9 @@ def test_output_equals_concatenated_single_collectors():
         iter(collector)
 
 
-def test_seeded_collection_equals_single_collectors_seeded_alike_and_weights_reach_workers():
+def test_seeded_collection_equals_single_collectors_seeded_alike_and_weights_reach_workers(
+    shut_down_later,
+):
     env = ContinuousActionVecMockEnv()
     policy = Actor(
         nn.Linear(env.observation_spec["observation"].shape[-1], env.action_spec.shape[-1])
@@ -109,6 +123,7 @@ def test_seeded_collection_equals_single_collectors_seeded_alike_and_weights_rea
     collector = MultiSyncDataCollector(
         [ContinuousActionVecMockEnv] * 2, policy, frames_per_batch=20, mp_start_method=FAST_START
     )
+    shut_down_later(collector)
     out_seed = collector.set_seed(11)
     batches = iter(collector)
     got = next(batches)
@@ -132,7 +147,7 @@ def test_seeded_collection_equals_single_collectors_seeded_alike_and_weights_rea
     collector.shutdown()
 
 
-def test_split_trajs_gives_unique_ids_across_workers():
+def test_split_trajs_gives_unique_ids_across_workers(shut_down_later):
     make_envs = [functools.partial(CountingEnv, 3)] * 2
     policy = OnesPolicy(make_envs[0]().action_spec)
     collector = MultiSyncDataCollector(
@@ -143,6 +158,7 @@ def test_split_trajs_gives_unique_ids_across_workers():
         split_trajs=True,
         mp_start_method=FAST_START,
     )
+    shut_down_later(collector)
     batch = next(iter(collector))
     # each worker: trajectories of 4, 4 and 2 frames
     assert batch.shape == (6, 4)
@@ -175,14 +191,14 @@ def test_worker_that_dies_is_named_in_the_error(method):
 
 
 @pytest.mark.parametrize("method", ["fork", "spawn"])
-def test_worker_that_hangs_past_the_timeout_is_named_and_stopped(method):
+def test_worker_that_hangs_past_the_timeout_is_named_and_stopped(method, shut_down_later):
     collector = MultiSyncDataCollector(
-        [HangingEnv],
-        frames_per_batch=4,
-        timeout=1.0 if method == "fork" else 120.0,
-        mp_start_method=method,
+        [HangingEnv], frames_per_batch=4, timeout=120.0, mp_start_method=method
     )
-    collector.timeout = collector._pool.timeout = 1.0  # spawned workers need longer to start
+    shut_down_later(collector)
+    # only the collect is timed at 1 s: a start-up can take longer (spawn imports torch, and
+    # even a forked worker can on a loaded machine), and would fail "during start"
+    collector.timeout = collector._pool.timeout = 1.0
     procs = list(collector._pool.procs)
     with pytest.raises(
         WorkerTimeoutError,
@@ -244,7 +260,7 @@ def test_frames_per_batch_must_split_evenly_between_workers():
 @pytest.mark.parametrize(
     ("cat_results", "shape"), [(0, (4, 5)), (-1, (2, 10)), ("stack", (2, 2, 5))]
 )
-def test_batched_worker_envs_are_gathered_along_cat_results(cat_results, shape):
+def test_batched_worker_envs_are_gathered_along_cat_results(cat_results, shape, shut_down_later):
     collector = MultiSyncDataCollector(
         [CountingEnv, CountingEnv],
         frames_per_batch=20,
@@ -253,6 +269,7 @@ def test_batched_worker_envs_are_gathered_along_cat_results(cat_results, shape):
         cat_results=cat_results,
         mp_start_method=FAST_START,
     )
+    shut_down_later(collector)
     batch = next(iter(collector))
     assert batch.shape == shape
     assert batch.names[-1] == "time"
