@@ -34,7 +34,9 @@ class gSDENoise(TensorDictPrimer):  # noqa: N801 - torchrl 0.4's public name
     Args:
         state_dim: the size of the features the noise multiplies (give with `action_dim`).
         action_dim: the size of the action (give with `state_dim`).
-        shape: leading dims of the noise (default: none; the env's batch is added in an env).
+        shape: leading dims of the noise. Default: none, the noise of one env, expanded to the
+            batch size of the env or tensordict. Given, the dims are expanded to the env's batch
+            only when they are not the batch size already.
         **kwargs: passed to `TensorDictPrimer` (`default_value` for the placeholder,
             `reset_key`, `expand_specs`, `device`).
 
@@ -72,6 +74,9 @@ class gSDENoise(TensorDictPrimer):  # noqa: N801 - torchrl 0.4's public name
         random = state_dim is not None
         tail = (action_dim, state_dim) if random else (1,)
         noise_shape = (*(() if shape is None else tuple(shape)), *tail)
+        # without `shape` the spec is one env's noise: always expanded to the env's batch (0.4
+        # compared leading dims, so an env batch equal to (action_dim,) lost its batch dim)
+        kwargs.setdefault("expand_specs", True if shape is None else None)
         super().__init__(primers={GSDE_KEY: Unbounded(noise_shape)}, random=random, **kwargs)
         self.state_dim = state_dim
         self.action_dim = action_dim
