@@ -48,8 +48,9 @@ class RandomCropTensorDict(Transform):
     """Crops a random sub-sequence of `sub_seq_len` steps along `sample_dim` of a tensordict.
 
     Meant for trajectories sampled from a replay buffer (batch size `[B, T]`, time last): each
-    of the `B` trajectories gets its own random start, uniform over every start that keeps the
-    crop inside the trajectory, and the result has batch size `[B, sub_seq_len]`. With
+    of the `B` trajectories (each slice along the other batch dims) gets its own random start,
+    uniform over every start that keeps the crop inside it, `0` to `T - sub_seq_len`, and the
+    result has batch size `[B, sub_seq_len]`. With
     `mask_key`, the bool entry there (shape `[B, T]`: True for the valid steps, which come first)
     bounds each trajectory: crops stay within the valid steps. A tensordict without that entry is
     cropped as if every step were valid (as in torchrl 0.4).
