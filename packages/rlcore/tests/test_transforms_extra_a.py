@@ -365,6 +365,9 @@ def test_random_crop_works_on_data_not_in_an_env():
     env = TransformedEnv(CountEnv(batch_size=(4,)), StepCounter())
     with pytest.raises(RuntimeError, match=re.escape(ENV_ERROR)):
         env.append_transform(RandomCropTensorDict(2))
+    assert len(env.transform) == 1 and env.rollout(2).batch_size == (4, 2)  # left intact
+    with pytest.raises(RuntimeError, match=re.escape(ENV_ERROR)):
+        TransformedEnv(CountEnv(batch_size=(4,)), Compose(StepCounter(), RandomCropTensorDict(2)))
 
 
 # ------------------------------------------------------------------------ BatchSizeTransform

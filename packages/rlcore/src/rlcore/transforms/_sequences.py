@@ -9,6 +9,7 @@ from tensordict import NestedKey, TensorDictBase, unravel_key
 
 from rlspecs import Composite
 
+from .._env_base import EnvBase
 from ._base import Transform
 
 __all__ = ["RandomCropTensorDict"]
@@ -143,7 +144,16 @@ class RandomCropTensorDict(Transform):
             )
         return steps
 
+    def set_container(self, container: Transform | EnvBase | None) -> None:
+        # refused before it joins an env (directly or through a Compose), so the env stays intact
+        if isinstance(container, EnvBase) or (
+            isinstance(container, Transform) and container.container is not None
+        ):
+            raise RuntimeError(ENV_ERROR)
+        super().set_container(container)
+
     def transform_output_spec(self, output_spec: Composite) -> Composite:
+        # a Compose holding this transform was put in an env
         if self.container is not None:
             raise RuntimeError(ENV_ERROR)
         return output_spec
