@@ -20,6 +20,7 @@ class CollectorBase:
     total_frames: int
     _frames: int
     _closed: bool
+    _iterator: Iterator[TensorDictBase] | None = None
 
     @property
     def frames(self) -> int:
@@ -30,6 +31,21 @@ class CollectorBase:
         """Yields batches until ``total_frames`` frames were collected."""
         self._check_open()
         return self._iterate()
+
+    def iterator(self) -> Iterator[TensorDictBase]:
+        """A new iterator over the batches (torchrl 0.4's name for ``iter(collector)``)."""
+        return iter(self)
+
+    def next(self) -> TensorDictBase | None:
+        """The next batch, or None once ``total_frames`` frames were collected.
+
+        Successive calls share one iterator (made on the first call), so they continue
+        each other; ``for batch in collector`` starts an iterator of its own.
+        """
+        self._check_open()
+        if self._iterator is None:
+            self._iterator = iter(self)
+        return next(self._iterator, None)
 
     def _iterate(self) -> Iterator[TensorDictBase]:
         raise NotImplementedError

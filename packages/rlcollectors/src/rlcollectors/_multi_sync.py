@@ -2,18 +2,29 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections import OrderedDict
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from multiprocessing.reduction import ForkingPickler
 from typing import Any
 
 import torch
 import torch.multiprocessing  # noqa: F401 - registers the tensor reductions that share memory
 from tensordict import TensorDict, TensorDictBase
+from tensordict.nn import InteractionType
 from torch import nn
 
 from rlcore import CloudpickleBox, EnvBase, WorkerPool, serve
 
 from ._base import CollectorBase
+from ._options import (
+    DEFAULT_EXPLORATION_TYPE,
+    PostProc,
+    apply_postproc,
+    check_init_random_frames,
+    check_postproc,
+    check_reset_when_done,
+    exploration_from_args,
+)
 from ._split import TRAJ_IDS, split_trajectories
 from ._sync import Policy, SyncDataCollector
 
@@ -29,12 +40,33 @@ _BAD_CAT = "cat_results must be an int (the dim to concatenate along) or 'stack'
 _BAD_KWARGS = (
     "create_env_kwargs must be a dict or a list of {n} dicts (one per worker), got {value!r}."
 )
+_BAD_RESET_IDX = (
+    "reset_idx must be None or a sequence of {n} bools (one per worker), got {value!r}."
+)
+_MISSING_WORKER_STATE = (
+    "state_dict has no {key!r} entry (it holds {keys}); pass a MultiSyncDataCollector.state_dict() "
+    "from a collector with {n} workers."
+)
 LABEL = "MultiSyncDataCollector worker"
 AFTER_LOSS = "; the collector was shut down."
 
 
+def _cpu_copy(state: Any) -> Any:
+    """``state`` with every tensor copied to the CPU: the main process must not alias live tensors."""
+    if isinstance(state, torch.Tensor):
+        return state.detach().to("cpu", copy=True)
+    if isinstance(state, Mapping):
+        out = OrderedDict((key, _cpu_copy(value)) for key, value in state.items())
+        metadata = getattr(state, "_metadata", None)  # nn.Module.state_dict's version info
+        if metadata is not None:
+            out._metadata = metadata
+        return out
+    return state
+
+
 def _run_collector_worker(conn, env_fn, policy, weights, kwargs) -> None:
-    """Worker function: a ``SyncDataCollector`` answering ``next``, ``seed`` and ``update``.
+    """Worker function: a ``SyncDataCollector`` answering ``next``, ``seed``, ``update``, ``reset``,
+    ``state_dict`` and ``load_state_dict``.
 
     A batch buffer travels to the main process once (after ``share_memory_()``), and again
     whenever the main process says it has none (its reply was dropped by an interrupted
@@ -46,8 +78,11 @@ def _run_collector_worker(conn, env_fn, policy, weights, kwargs) -> None:
         batches = iter(collector)
         sent = None
 
-        def next_batch(has_buffer: bool) -> TensorDictBase | None:
+        def next_batch(args: tuple[bool, bool]) -> TensorDictBase | None:
             nonlocal sent
+            has_buffer, random = args
+            # the main process counts the frames of all workers against init_random_frames
+            collector.init_random_frames = float("inf") if random else 0
             batch = next(batches)
             on_cuda = batch.device is not None and batch.device.type == "cuda"
             if on_cuda:
@@ -62,6 +97,9 @@ def _run_collector_worker(conn, env_fn, policy, weights, kwargs) -> None:
             "next": next_batch,
             "seed": lambda args: collector.set_seed(*args),
             "update": lambda _: collector.update_policy_weights_(weights),
+            "reset": lambda _: collector.reset(),
+            "state_dict": lambda _: _cpu_copy(collector.state_dict()),
+            "load_state_dict": lambda state: collector.load_state_dict(state),
             "close": lambda _: collector.shutdown(),
         }
 
@@ -94,9 +132,20 @@ class MultiSyncDataCollector(CollectorBase):
         env_device: passed to each worker's collector.
         policy_device: passed to each worker's collector.
         max_frames_per_traj: passed to each worker's collector.
+        init_random_frames: every worker takes random actions (from its env's
+            action spec) while fewer than this many frames were yielded, all workers
+            together; whole batches, so it is rounded up to a multiple of
+            ``frames_per_batch``. ``None`` or negative: no random frames.
         reset_at_each_iter: passed to each worker's collector.
+        postproc: a callable applied in this process to each gathered batch
+            (after ``split_trajs``) before it is yielded; returns a tensordict.
         create_env_kwargs: a dict for every factory, or one dict per worker.
         split_trajs: yield batches split by trajectory (see ``split_trajectories``).
+        exploration_type: passed to each worker's collector (see ``SyncDataCollector``).
+        exploration_mode: deprecated alias of ``exploration_type`` (a string); warns.
+        reset_when_done: must stay ``True`` (see ``SyncDataCollector``).
+        set_truncated: passed to each worker's collector: the last step of every
+            worker's share of the batch is marked truncated (see ``SyncDataCollector``).
         cat_results: the dim to concatenate the workers' batches along, or
             ``"stack"`` for a new leading worker dim.
         mp_start_method: ``"spawn"`` (default), ``"fork"`` or ``"forkserver"``.
@@ -126,14 +175,24 @@ class MultiSyncDataCollector(CollectorBase):
         policy_device: torch.device | str | None = None,
         create_env_kwargs: dict[str, Any] | Sequence[dict[str, Any]] | None = None,
         max_frames_per_traj: int | None = None,
+        init_random_frames: int | None = None,
         reset_at_each_iter: bool = False,
+        postproc: PostProc | None = None,
         split_trajs: bool = False,
+        exploration_type: InteractionType = DEFAULT_EXPLORATION_TYPE,
+        exploration_mode: str | None = None,
+        reset_when_done: bool = True,
         cat_results: int | str = 0,
+        set_truncated: bool = False,
         mp_start_method: str = "spawn",
         timeout: float = 300.0,
     ) -> None:
         self._closed = True  # until workers exist, so shutdown() from a failed init is a no-op
         self._pool: WorkerPool | None = None
+        check_reset_when_done(reset_when_done)
+        check_postproc(postproc)
+        init_random_frames = check_init_random_frames(init_random_frames)
+        exploration_type = exploration_from_args(exploration_type, exploration_mode)
         if (
             isinstance(create_env_fn, EnvBase | str)
             or not isinstance(create_env_fn, Sequence)
@@ -156,7 +215,13 @@ class MultiSyncDataCollector(CollectorBase):
         self.split_trajs = split_trajs
         self.cat_results = cat_results
         self.timeout = timeout
+        self.init_random_frames = init_random_frames
+        self.postproc = postproc
+        self.exploration_type = exploration_type
+        self.reset_when_done = reset_when_done
+        self.set_truncated = set_truncated
         self._frames = 0
+        self._iter = -1
         self._buffers: list[TensorDictBase | None] = [None] * n
         self.policy = policy
         self._weights = self._shared_weights(policy)
@@ -171,6 +236,8 @@ class MultiSyncDataCollector(CollectorBase):
             "policy_device": policy_device,
             "max_frames_per_traj": max_frames_per_traj,
             "reset_at_each_iter": reset_at_each_iter,
+            "exploration_type": exploration_type,
+            "set_truncated": set_truncated,
         }
         workers = [
             (
@@ -228,14 +295,23 @@ class MultiSyncDataCollector(CollectorBase):
     def _iterate(self) -> Iterator[TensorDictBase]:
         while self.total_frames < 0 or self._frames < self.total_frames:
             self._check_open()
-            has_buffer = {idx: buffer is not None for idx, buffer in enumerate(self._buffers)}
-            batches = self._request("collect", "next", payloads=has_buffer)
+            random = self._frames < self.init_random_frames
+            args = {idx: (buffer is not None, random) for idx, buffer in enumerate(self._buffers)}
+            batches = self._request("collect", "next", payloads=args)
             for idx, batch in enumerate(batches):
                 if batch is not None:
                     self._buffers[idx] = batch
             out = self._gather()
-            self._frames += out.numel()
+            self._frames += self.frames_per_batch
+            self._iter += 1
+            if self.postproc is not None:
+                out = apply_postproc(self.postproc, out)
             yield out
+
+    @property
+    def frames_per_batch_worker(self) -> int:
+        """Frames each worker collects per batch: ``frames_per_batch // num_workers``."""
+        return self.frames_per_batch // self.num_workers
 
     def _gather(self) -> TensorDictBase:
         buffers = self._buffers
@@ -263,6 +339,55 @@ class MultiSyncDataCollector(CollectorBase):
         for idx in range(self.num_workers):
             (seed,) = self._request("seed", "seed", (seed, static_seed), indices=[idx])
         return seed
+
+    def reset(self, reset_idx: Sequence[bool] | None = None) -> None:
+        """Resets the envs of the workers flagged in ``reset_idx`` (default: all of them).
+
+        Args:
+            reset_idx: one bool per worker, ``True`` for the workers whose envs are reset;
+                their next batch starts from the new state, with new trajectories.
+        """
+        self._check_open()
+        if reset_idx is None:
+            reset_idx = [True] * self.num_workers
+        if (
+            isinstance(reset_idx, str)
+            or not isinstance(reset_idx, Sequence | torch.Tensor)
+            or len(reset_idx) != self.num_workers
+        ):
+            raise ValueError(_BAD_RESET_IDX.format(n=self.num_workers, value=reset_idx))
+        indices = [idx for idx, flag in enumerate(reset_idx) if bool(flag)]
+        if indices:
+            self._request("reset", "reset", indices=indices)
+
+    def state_dict(self) -> OrderedDict:
+        """The workers' ``SyncDataCollector.state_dict()`` (as ``"worker0"``, ``"worker1"``...,
+        with every tensor copied to the CPU), plus ``"frames"`` and ``"iter"``, as in torchrl 0.4.
+        """
+        self._check_open()
+        states = self._request("state_dict", "state_dict")
+        state = OrderedDict((f"worker{idx}", worker) for idx, worker in enumerate(states))
+        state["frames"] = self._frames
+        state["iter"] = self._iter
+        return state
+
+    def load_state_dict(self, state_dict: Mapping[str, Any]) -> None:
+        """Loads a ``state_dict()`` into the workers' collectors and restores the counts.
+
+        A worker that fails to load it (e.g. a policy of another shape) raises in this process
+        and the collector is shut down, as after any worker failure.
+        """
+        self._check_open()
+        keys = [f"worker{idx}" for idx in range(self.num_workers)] + ["frames", "iter"]
+        for key in keys:
+            if key not in state_dict:
+                raise KeyError(
+                    _MISSING_WORKER_STATE.format(key=key, keys=list(state_dict), n=self.num_workers)
+                )
+        payloads = {idx: state_dict[f"worker{idx}"] for idx in range(self.num_workers)}
+        self._request("load_state_dict", "load_state_dict", payloads=payloads)
+        self._frames = int(state_dict["frames"])
+        self._iter = int(state_dict["iter"])
 
     def update_policy_weights_(
         self, policy_weights: TensorDictBase | nn.Module | None = None

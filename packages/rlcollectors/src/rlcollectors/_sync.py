@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable, Iterator
+from collections import OrderedDict
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import torch
 from tensordict import TensorDict, TensorDictBase
+from tensordict.nn import InteractionType, set_interaction_type
 from tensordict.utils import NestedKey
 from torch import nn
 
@@ -16,6 +18,15 @@ from rlcore.transforms import StepCounter, TransformedEnv
 from rlspecs import parse_device
 
 from ._base import CollectorBase
+from ._options import (
+    DEFAULT_EXPLORATION_TYPE,
+    PostProc,
+    apply_postproc,
+    check_init_random_frames,
+    check_postproc,
+    check_reset_when_done,
+    exploration_from_args,
+)
 from ._split import TRAJ_IDS, split_trajectories
 
 _BAD_ENV = "create_env_fn must be an EnvBase or a callable returning one, got {type}."
@@ -24,8 +35,28 @@ _FRAMES_NOT_DIVISIBLE = (
     "frames_per_batch={frames} is not a multiple of the number of envs {numel} "
     "(env.batch_size={batch}); pick a multiple so that every env runs the same number of steps."
 )
+_NO_TRUNCATED = (
+    "set_truncated was set to True but no truncated key could be found in the environment "
+    "(done keys: {keys}). Make sure the truncated keys are properly set using "
+    "`env.add_truncated_keys()` before passing the env to the collector."
+)
+_RESET_SINGLE_ENV = (
+    "resetting a single env (env.batch_size=()) with an index is not permitted; call reset() "
+    "without index."
+)
+_BAD_RESET_INDEX = "reset index {index!r} does not select envs of env.batch_size={batch}: {err}"
+_MISSING_STATE = "state_dict has no {key!r} entry (it holds {keys}); strict=False skips it."
+_POLICY_NO_STATE = (
+    "state_dict holds a 'policy_state_dict' but the collector's policy ({type}) has no "
+    "load_state_dict."
+)
+
 
 Policy = Callable[[TensorDictBase], TensorDictBase]
+
+
+def _leaf(key: NestedKey) -> str:
+    return key if isinstance(key, str) else key[-1]
 
 
 def _on_device(module: nn.Module, device: torch.device) -> bool:
@@ -57,11 +88,31 @@ class SyncDataCollector(CollectorBase):
         create_env_kwargs: keyword arguments for ``create_env_fn``.
         max_frames_per_traj: truncate trajectories after this many steps
             (through a ``StepCounter``).
+        init_random_frames: the policy is ignored (random actions from the env's
+            action spec) until this many frames were collected; whole batches, so
+            it is rounded up to a multiple of ``frames_per_batch``. ``None`` or
+            negative: no random frames.
         reset_at_each_iter: reset every env at the start of each batch.
+        postproc: a callable applied to each batch (after ``split_trajs``) before
+            it is yielded; it gets a batch of its own (a copy, or a shallow copy
+            of the buffer with ``return_same_td``) and returns a tensordict.
+            A module is moved to ``storing_device``.
         split_trajs: yield ``[n_trajectories, max_length]`` batches (see
             ``split_trajectories``) instead of ``[*batch, time]`` ones.
+        exploration_type: the ``tensordict.nn.InteractionType`` (``rlmodules.ExplorationType``)
+            set while the policy runs; probabilistic modules sample with ``RANDOM``
+            (default) and take their mode or mean with ``MODE`` / ``MEAN``.
+        exploration_mode: deprecated alias of ``exploration_type``, as a string
+            (``"random"``, ``"mode"``, ...); warns.
         return_same_td: yield the internal buffer itself, overwritten by the
             next batch, instead of a copy.
+        reset_when_done: must stay ``True``: done envs are always reset (as in
+            torchrl 0.4, where ``False`` raises a ``ValueError`` too).
+        set_truncated: mark the last step of every batch as truncated: each
+            ``("next", ..., "truncated")`` entry and its ``"done"`` are set to
+            ``True`` there (``"terminated"`` is left alone). The env keeps running:
+            the next batch continues the same trajectories. Raises a ``RuntimeError``
+            when the env has no truncated key (see ``env.add_truncated_keys()``).
         progress_bar: show a tqdm progress bar over ``total_frames``.
 
     Examples:
@@ -92,14 +143,24 @@ class SyncDataCollector(CollectorBase):
         policy_device: torch.device | str | None = None,
         create_env_kwargs: dict[str, Any] | None = None,
         max_frames_per_traj: int | None = None,
+        init_random_frames: int | None = None,
         reset_at_each_iter: bool = False,
+        postproc: PostProc | None = None,
         split_trajs: bool = False,
+        exploration_type: InteractionType = DEFAULT_EXPLORATION_TYPE,
+        exploration_mode: str | None = None,
         return_same_td: bool = False,
+        reset_when_done: bool = True,
+        set_truncated: bool = False,
         progress_bar: bool = False,
     ) -> None:
         self._closed = True  # until the env exists, so shutdown() from a failed init is a no-op
         if not isinstance(frames_per_batch, int) or frames_per_batch <= 0:
             raise ValueError(_BAD_FRAMES_PER_BATCH.format(frames=frames_per_batch))
+        check_reset_when_done(reset_when_done)
+        check_postproc(postproc)
+        self.init_random_frames: int | float = check_init_random_frames(init_random_frames)
+        self.exploration_type = exploration_from_args(exploration_type, exploration_mode)
         env = self._make_env(create_env_fn, create_env_kwargs)
         env_device = parse_device(env_device if env_device is not None else device)
         if env_device is not None:
@@ -138,12 +199,28 @@ class SyncDataCollector(CollectorBase):
         self.reset_at_each_iter = reset_at_each_iter
         self.split_trajs = split_trajs
         self.return_same_td = return_same_td
+        self.reset_when_done = reset_when_done
         self.progress_bar = progress_bar
         # "done" is terminated | truncated, so the "done" leaves alone tell where trajectories end
         done_keys = list(env.done_keys)
-        self._done_keys = [k for k in done_keys if (k if isinstance(k, str) else k[-1]) == "done"]
+        self._done_keys = [k for k in done_keys if _leaf(k) == "done"]
         self._done_keys = self._done_keys or done_keys
+        self.set_truncated = set_truncated
+        # the ("next", ...) entries set_truncated flips on the last step: truncated and its done
+        self._truncation_keys: list[NestedKey] = []
+        if set_truncated:
+            truncated = [k for k in done_keys if _leaf(k) == "truncated"]
+            if not truncated:
+                self.shutdown()
+                raise RuntimeError(_NO_TRUNCATED.format(keys=done_keys))
+            for key in truncated:
+                done = (*key[:-1], "done") if isinstance(key, tuple) else "done"
+                self._truncation_keys += [key, done] if done in done_keys else [key]
+        self.postproc = postproc
+        if postproc is not None and isinstance(postproc, nn.Module):
+            postproc.to(self.storing_device)
         self._frames = 0
+        self._iter = -1
         self._carrier: TensorDictBase | None = None
         self._buffer: TensorDictBase | None = None
         self._buffer_env_part: TensorDictBase | None = None
@@ -177,12 +254,18 @@ class SyncDataCollector(CollectorBase):
                 self._check_open()
                 batch = self.rollout()
                 self._frames += batch.numel()
+                self._iter += 1
                 if bar is not None:
                     bar.update(batch.numel())
                 if self.split_trajs:
-                    yield split_trajectories(batch)
-                else:
-                    yield batch if self.return_same_td else batch.clone()
+                    batch = split_trajectories(batch)
+                elif not self.return_same_td:
+                    batch = batch.clone()
+                elif self.postproc is not None:
+                    batch = batch.copy()  # entries the postproc adds stay out of the buffer
+                if self.postproc is not None:
+                    batch = apply_postproc(self.postproc, batch)
+                yield batch
         finally:
             if bar is not None:
                 bar.close()
@@ -197,7 +280,12 @@ class SyncDataCollector(CollectorBase):
 
     @torch.no_grad()
     def rollout(self) -> TensorDictBase:
-        """Collects one batch into the internal buffer and returns that buffer."""
+        """Collects one batch into the internal buffer and returns that buffer.
+
+        The actions are random (from the env's action spec) while fewer than
+        ``init_random_frames`` frames were collected; the policy runs under
+        ``exploration_type``.
+        """
         self._check_open()
         env = self.env
         if self._carrier is None or self.reset_at_each_iter:
@@ -206,14 +294,21 @@ class SyncDataCollector(CollectorBase):
         carrier = self._carrier
         steps, traj_ids = self._steps_out, self._traj_ids_out
         to_storage = self._to_storage
-        for t in range(self._steps):
-            carrier = self._act(carrier)
-            stepped, carrier = env.step_and_maybe_reset(carrier)
-            steps[t] = stepped.to(self.storing_device) if to_storage else stepped
-            traj_ids[t] = self._traj_ids
-            self._start_trajectories(self._ended(stepped))
+        act = self._act if self._frames >= self.init_random_frames else env.rand_action
+        with set_interaction_type(self.exploration_type):
+            for t in range(self._steps):
+                carrier = act(carrier)
+                stepped, carrier = env.step_and_maybe_reset(carrier)
+                steps[t] = stepped.to(self.storing_device) if to_storage else stepped
+                traj_ids[t] = self._traj_ids
+                self._start_trajectories(self._ended(stepped))
         self._carrier = carrier
-        return self._write_buffer()
+        buffer = self._write_buffer()
+        if self._truncation_keys:
+            nxt = buffer.get("next")
+            for key in self._truncation_keys:
+                nxt.get(key).select(self._time_dim, -1).fill_(True)
+        return buffer
 
     def _write_buffer(self) -> TensorDictBase:
         """Stacks the batch's steps into the buffer, laid out like the last step."""
@@ -289,6 +384,110 @@ class SyncDataCollector(CollectorBase):
         out = self.env.set_seed(seed, static_seed=static_seed)
         self._carrier = None
         return out
+
+    @torch.no_grad()
+    def reset(self, index: Any = None, **kwargs: Any) -> None:
+        """Resets the envs; the next batch starts from the new state.
+
+        Args:
+            index: which sub-envs to reset, as an index into ``env.batch_size``
+                (an int, a slice, a bool mask...); ``None`` resets them all.
+            **kwargs: passed to ``env.reset``.
+
+        The reset envs start new trajectories (fresh ``("collector", "traj_ids")``);
+        the others carry on.
+
+        Examples:
+            >>> import torch
+            >>> from rlcollectors import SyncDataCollector
+            >>> from rlmocks import CountingEnv
+            >>> step_up = lambda td: td.set("action", torch.ones(2, 1, dtype=torch.int8))
+            >>> collector = SyncDataCollector(
+            ...     CountingEnv(max_steps=9, batch_size=[2]), step_up, frames_per_batch=4
+            ... )
+            >>> collector.next()["next", "observation"].squeeze(-1).tolist()
+            [[1, 2], [1, 2]]
+            >>> collector.reset(index=0)
+            >>> collector.next()["next", "observation"].squeeze(-1).tolist()
+            [[1, 2], [3, 4]]
+            >>> collector.shutdown()
+        """
+        self._check_open()
+        env = self.env
+        if index is None or self._carrier is None:
+            self._carrier = env.reset(**kwargs)
+            self._start_trajectories(None)
+            return
+        batch = env.batch_size
+        if not batch:
+            raise RuntimeError(_RESET_SINGLE_ENV)
+        mask = torch.zeros(batch, dtype=torch.bool, device=env.device)
+        try:
+            mask[index] = True
+        except (IndexError, TypeError, RuntimeError) as err:
+            raise IndexError(
+                _BAD_RESET_INDEX.format(index=index, batch=tuple(batch), err=err)
+            ) from err
+        carrier = self._carrier
+        for reset_key, group in zip(env.reset_keys, env.done_keys_groups):
+            shape = env.full_done_spec[group[0]].shape
+            flags = mask.reshape(*batch, *[1] * (len(shape) - len(batch))).expand(shape)
+            carrier.set(reset_key, flags.clone())
+        self._carrier = env.reset(carrier, **kwargs)
+        self._start_trajectories(mask)
+
+    def state_dict(self) -> OrderedDict:
+        """The collector's state: env and policy states, frames and batches so far.
+
+        Returns an ``OrderedDict`` with (as torchrl 0.4) ``"env_state_dict"`` (the
+        transforms' state for a ``TransformedEnv``, e.g. normalisation statistics,
+        else empty), ``"policy_state_dict"`` (when the policy has a ``state_dict``),
+        ``"frames"`` and ``"iter"`` (index of the last batch, ``-1`` before the first).
+
+        Examples:
+            >>> from rlcollectors import SyncDataCollector
+            >>> from rlmocks import CountingEnv
+            >>> collector = SyncDataCollector(CountingEnv(), frames_per_batch=5)
+            >>> _ = collector.next()
+            >>> state = collector.state_dict()
+            >>> list(state), state["frames"], state["iter"]
+            (['env_state_dict', 'frames', 'iter'], 5, 0)
+            >>> collector.shutdown()
+        """
+        env_state = self.env.state_dict() if isinstance(self.env, TransformedEnv) else OrderedDict()
+        state = OrderedDict()
+        if callable(getattr(self.policy, "state_dict", None)):
+            state["policy_state_dict"] = self.policy.state_dict()
+        state["env_state_dict"] = env_state
+        state["frames"] = self._frames
+        state["iter"] = self._iter
+        return state
+
+    def load_state_dict(self, state_dict: Mapping[str, Any], strict: bool = True) -> None:
+        """Loads a ``state_dict()`` into the env's transforms and the policy, and restores counts.
+
+        With ``strict=False`` missing ``"env_state_dict"`` / ``"policy_state_dict"``
+        entries are skipped and passed on as ``strict=False`` to the modules.
+        """
+        self._check_open()
+        keys = list(state_dict)
+        needed = ["env_state_dict", "frames", "iter"]
+        if strict and callable(getattr(self.policy, "state_dict", None)):
+            needed.append("policy_state_dict")
+        for key in needed:
+            if key not in state_dict and (strict or key in ("frames", "iter")):
+                raise KeyError(_MISSING_STATE.format(key=key, keys=keys))
+        policy_state = state_dict.get("policy_state_dict")
+        if policy_state is not None:
+            if not callable(getattr(self.policy, "load_state_dict", None)):
+                raise TypeError(_POLICY_NO_STATE.format(type=type(self.policy).__name__))
+        env_state = state_dict.get("env_state_dict")
+        if env_state is not None and (env_state or isinstance(self.env, TransformedEnv)):
+            self.env.load_state_dict(env_state, strict=strict)
+        if policy_state is not None:
+            self.policy.load_state_dict(policy_state, strict=strict)
+        self._frames = int(state_dict["frames"])
+        self._iter = int(state_dict["iter"])
 
     def update_policy_weights_(
         self, policy_weights: TensorDictBase | nn.Module | None = None
