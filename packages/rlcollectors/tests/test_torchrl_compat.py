@@ -210,8 +210,11 @@ def test_postproc_must_be_callable_and_return_a_tensordict(make):
     with pytest.raises(TypeError, match="postproc must be a callable .* got str"):
         MultiSyncDataCollector([CountingEnv], frames_per_batch=4, postproc="x")
     collector, _ = _ones_sync(make, frames_per_batch=4, postproc=lambda batch: batch["action"])
-    with pytest.raises(TypeError, match="postproc must return a tensordict, it returned Tensor"):
-        collector.next()
+    for _ in range(3):  # each call raises: the failed iterator is not mistaken for the end
+        with pytest.raises(
+            TypeError, match="postproc must return a tensordict, it returned Tensor"
+        ):
+            collector.next()
 
 
 class RecordingMove(nn.Module):
@@ -455,6 +458,8 @@ def test_sync_reset_passes_kwargs_to_the_env(make):
 
 def test_sync_reset_errors(make):
     collector, _ = _ones_sync(make, frames_per_batch=3)
+    with pytest.raises(RuntimeError, match=re.escape("env.batch_size=()) with an index")):
+        collector.reset(index=0)  # before the first batch too
     collector.next()
     with pytest.raises(RuntimeError, match=re.escape("env.batch_size=()) with an index")):
         collector.reset(index=0)

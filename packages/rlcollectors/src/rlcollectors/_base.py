@@ -40,12 +40,17 @@ class CollectorBase:
         """The next batch, or None once ``total_frames`` frames were collected.
 
         Successive calls share one iterator (made on the first call), so they continue
-        each other; ``for batch in collector`` starts an iterator of its own.
+        each other; ``for batch in collector`` starts an iterator of its own. A call that
+        raises drops that iterator, so the next call starts a new one (never a silent None).
         """
         self._check_open()
         if self._iterator is None:
             self._iterator = iter(self)
-        return next(self._iterator, None)
+        try:
+            return next(self._iterator, None)
+        except BaseException:
+            self._iterator = None
+            raise
 
     def _iterate(self) -> Iterator[TensorDictBase]:
         raise NotImplementedError

@@ -395,7 +395,7 @@ class SyncDataCollector(CollectorBase):
             **kwargs: passed to ``env.reset``.
 
         The reset envs start new trajectories (fresh ``("collector", "traj_ids")``);
-        the others carry on.
+        the others carry on. Before the first batch every env is reset.
 
         Examples:
             >>> import torch
@@ -414,13 +414,14 @@ class SyncDataCollector(CollectorBase):
         """
         self._check_open()
         env = self.env
+        batch = env.batch_size
+        if index is not None and not batch:
+            raise RuntimeError(_RESET_SINGLE_ENV)
         if index is None or self._carrier is None:
+            # before the first batch no env has a state to keep: all are reset
             self._carrier = env.reset(**kwargs)
             self._start_trajectories(None)
             return
-        batch = env.batch_size
-        if not batch:
-            raise RuntimeError(_RESET_SINGLE_ENV)
         mask = torch.zeros(batch, dtype=torch.bool, device=env.device)
         try:
             mask[index] = True
