@@ -694,3 +694,22 @@ def test_multi_sync_state_dict_round_trip_under_spawn(make):
     """States read from spawned workers load into other workers."""
     collector = _multi_with_weights(make, seed=0, start="spawn")
     _check_multi_state_round_trip(make, collector, FAST_START)
+
+
+def test_multi_sync_load_state_dict_failing_in_a_worker_shuts_down(make):
+    collector = _multi_with_weights(make, seed=0)
+    state = collector.state_dict()
+    state["worker1"]["policy_state_dict"]["linear.weight"] = torch.zeros(3, 3)
+    with pytest.raises(RuntimeError, match=r"(?s)worker 1.*size mismatch for linear.weight"):
+        collector.load_state_dict(state)
+    with pytest.raises(RuntimeError, match="MultiSyncDataCollector was shut down"):
+        collector.next()
+
+
+def test_docstring_examples_run():
+    import doctest
+
+    import rlcollectors._sync
+
+    result = doctest.testmod(rlcollectors._sync, optionflags=doctest.ELLIPSIS)
+    assert result.attempted > 0 and result.failed == 0
