@@ -51,13 +51,13 @@ class RandomCropTensorDict(Transform):
     Meant for trajectories sampled from a replay buffer (batch size `[B, T]`, time last): each
     of the `B` trajectories (each slice along the other batch dims) gets its own random start,
     uniform over every start that keeps the crop inside it, `0` to `T - sub_seq_len`, and the
-    result has batch size `[B, sub_seq_len]`. With
-    `mask_key`, the bool entry there (shape `[B, T]`: True for the valid steps, which come first)
-    bounds each trajectory: crops stay within the valid steps. A tensordict without that entry is
-    cropped as if every step were valid (as in torchrl 0.4).
+    result has batch size `[B, sub_seq_len]`. With `mask_key`, the bool entry there (shape
+    `[B, T]`: True for the valid steps, which come first) bounds each trajectory: crops stay
+    within the valid steps. A tensordict without that entry is cropped as if every step were
+    valid (as in torchrl 0.4).
 
-    As in torchrl 0.4 this transform works on data (`t(td)`), not in an env: in a
-    `TransformedEnv` it raises `RuntimeError` when the env builds its specs.
+    As in torchrl 0.4 this transform works on data (`t(td)`), not in an env: putting it in a
+    `TransformedEnv` (directly or in a `Compose`) raises `RuntimeError`.
 
     Args:
         sub_seq_len: the length of the crops.
@@ -68,6 +68,7 @@ class RandomCropTensorDict(Transform):
     Raises:
         RuntimeError: the tensordict has no batch dim, or fewer than `sub_seq_len` steps (or,
             with a mask, a trajectory has fewer than `sub_seq_len` valid steps).
+        IndexError: `sample_dim` is not a batch dim of the tensordict.
         ValueError: the mask's shape is not the tensordict's batch size.
         TypeError: the mask is not a bool tensor.
 
@@ -101,7 +102,7 @@ class RandomCropTensorDict(Transform):
             raise RuntimeError(EMPTY_SHAPE_ERROR)
         ndim, dim = len(shape), self.sample_dim
         if not -ndim <= dim < ndim:
-            raise RuntimeError(SAMPLE_DIM_ERROR.format(dim=dim, shape=tuple(shape), ndim=ndim))
+            raise IndexError(SAMPLE_DIM_ERROR.format(dim=dim, shape=tuple(shape), ndim=ndim))
         dim = dim % ndim
         length = self.sub_seq_len
         if shape[dim] < length:
