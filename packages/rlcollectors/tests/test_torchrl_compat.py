@@ -139,12 +139,12 @@ def test_sync_no_init_random_frames_runs_the_policy_from_the_start(make, value):
 
 
 @pytest.mark.parametrize("value", ["10", 2.5, True])
-def test_init_random_frames_must_be_an_int(value):
+def test_init_random_frames_must_be_an_int(make, value):
     env = CountingEnv()
     with pytest.raises(TypeError, match="init_random_frames must be an int or None, got"):
-        SyncDataCollector(env, frames_per_batch=5, init_random_frames=value)
+        make(SyncDataCollector, env, frames_per_batch=5, init_random_frames=value)
     with pytest.raises(TypeError, match="init_random_frames must be an int or None"):
-        MultiSyncDataCollector([CountingEnv], frames_per_batch=5, init_random_frames=value)
+        make(MultiSyncDataCollector, [CountingEnv], frames_per_batch=5, init_random_frames=value)
 
 
 def test_multi_sync_init_random_frames_counts_all_workers_frames(make):
@@ -206,9 +206,9 @@ def test_sync_postproc_sees_split_trajectories(make):
 
 def test_postproc_must_be_callable_and_return_a_tensordict(make):
     with pytest.raises(TypeError, match="postproc must be a callable .* got int"):
-        SyncDataCollector(CountingEnv(), frames_per_batch=4, postproc=3)
+        make(SyncDataCollector, CountingEnv(), frames_per_batch=4, postproc=3)
     with pytest.raises(TypeError, match="postproc must be a callable .* got str"):
-        MultiSyncDataCollector([CountingEnv], frames_per_batch=4, postproc="x")
+        make(MultiSyncDataCollector, [CountingEnv], frames_per_batch=4, postproc="x")
     collector, _ = _ones_sync(make, frames_per_batch=4, postproc=lambda batch: batch["action"])
     for _ in range(3):  # each call raises: the failed iterator is not mistaken for the end
         with pytest.raises(
@@ -254,11 +254,11 @@ def test_multi_sync_postproc_runs_on_the_gathered_batch(make):
 # ---------------------------------------------------------------- reset_when_done
 
 
-def test_reset_when_done_false_is_refused_as_in_torchrl_0_4():
+def test_reset_when_done_false_is_refused_as_in_torchrl_0_4(make):
     with pytest.raises(ValueError, match="reset_when_done=False is not supported"):
-        SyncDataCollector(CountingEnv(), frames_per_batch=4, reset_when_done=False)
+        make(SyncDataCollector, CountingEnv(), frames_per_batch=4, reset_when_done=False)
     with pytest.raises(ValueError, match="reset_when_done=False is not supported"):
-        MultiSyncDataCollector([CountingEnv], frames_per_batch=4, reset_when_done=False)
+        make(MultiSyncDataCollector, [CountingEnv], frames_per_batch=4, reset_when_done=False)
 
 
 def test_reset_when_done_true_resets_done_envs(make):
@@ -336,9 +336,10 @@ def test_exploration_mode_is_a_deprecated_alias(make):
     ],
 )
 @pytest.mark.parametrize("cls", [SyncDataCollector, MultiSyncDataCollector])
-def test_bad_exploration_arguments(cls, kwargs, error, message):
+def test_bad_exploration_arguments(make, cls, kwargs, error, message):
     with pytest.raises(error, match=message):
-        cls(
+        make(
+            cls,
             [CountingEnv] if cls is MultiSyncDataCollector else CountingEnv(),
             frames_per_batch=4,
             **kwargs,
@@ -404,11 +405,15 @@ def test_without_set_truncated_the_last_step_is_left_alone(make):
 def test_set_truncated_needs_a_truncated_key(make):
     env = CountingEnv()
     with pytest.raises(RuntimeError, match=r"no truncated key could be found .*add_truncated_keys"):
-        SyncDataCollector(env, frames_per_batch=4, set_truncated=True)
+        make(SyncDataCollector, env, frames_per_batch=4, set_truncated=True)
     assert env.is_closed  # the failed collector closed its env
     with pytest.raises(RuntimeError, match="no truncated key could be found"):
-        MultiSyncDataCollector(
-            [CountingEnv], frames_per_batch=4, set_truncated=True, mp_start_method=FAST_START
+        make(
+            MultiSyncDataCollector,
+            [CountingEnv],
+            frames_per_batch=4,
+            set_truncated=True,
+            mp_start_method=FAST_START,
         )
 
 
