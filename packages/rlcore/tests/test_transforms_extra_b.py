@@ -198,7 +198,7 @@ def test_burn_in_runs_the_modules_in_order():
     double = TensorDictModule(
         lambda h: h * 2, in_keys=[("next", "hidden")], out_keys=[("next", "hidden")]
     )
-    t = BurnInTransform([_cumsum_module(), double], burn_in=2)
+    t = BurnInTransform(nn.ModuleList([_cumsum_module(), double]), burn_in=2)
     td = _sequences()
     out = t(td)
     expected = 2 * (td["hidden"][:, 0] + td["obs"][:, :2].sum(1))

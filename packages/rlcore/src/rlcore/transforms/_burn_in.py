@@ -9,6 +9,7 @@ from collections.abc import Sequence
 import torch
 from tensordict import NestedKey, TensorDictBase, unravel_key
 from tensordict.nn import TensorDictModuleBase
+from torch import nn
 
 from ._base import Transform
 
@@ -61,8 +62,9 @@ class BurnInTransform(Transform):
     under `"next"` at the last burn-in step. The input tensordict is not modified.
 
     Args:
-        modules: a TensorDictModule or a sequence of them, run in order on the burn-in steps;
-            each must process whole sequences (e.g. a recurrent module in recurrent mode).
+        modules: a TensorDictModule or a sequence (or `nn.ModuleList`) of them, run in order on
+            the burn-in steps; each must process whole sequences (e.g. a recurrent module in
+            recurrent mode).
         burn_in: the number of time steps to burn in (0 returns the tensordict unchanged).
         out_keys: the entries to refresh (a `("next", ...)` prefix is dropped with a warning);
             default: every module out_key under `"next"`, without its `"next"` prefix.
@@ -95,7 +97,9 @@ class BurnInTransform(Transform):
         burn_in: int,
         out_keys: Sequence[NestedKey] | None = None,
     ) -> None:
-        if not isinstance(modules, Sequence):
+        if isinstance(modules, TensorDictModuleBase) or not isinstance(
+            modules, (Sequence, nn.ModuleList)
+        ):
             modules = [modules]
         for index, module in enumerate(modules):
             if not isinstance(module, TensorDictModuleBase):
