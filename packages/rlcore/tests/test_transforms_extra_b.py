@@ -22,7 +22,12 @@ from rlcore.transforms import (
     TransformedEnv,
     gSDENoise,
 )
-from rlcore.transforms._auto_reset import CONTAINER_ERROR, FORWARD_ERROR, INSERT_ERROR
+from rlcore.transforms._auto_reset import (
+    CONTAINER_ERROR,
+    FORWARD_ERROR,
+    HETEROGENEOUS_ERROR,
+    INSERT_ERROR,
+)
 from rlcore.transforms._burn_in import (
     BURN_IN_ERROR,
     ENV_ERROR,
@@ -499,3 +504,43 @@ def test_auto_reset_nested_done_groups_fill_and_restart_per_agent():
     assert rollout["agents", "observation"].squeeze(-1).tolist() == [[0, 0], [1, 1], [0, 2], [1, 0]]
     # outside every done level: left as the env returned it
     assert rollout["next", "clock"].squeeze(-1).tolist() == [1, 2, 3, 4]
+
+
+class HeterogeneousAgentsEnv(EnvBase):
+    """Two agents under `"agents"` with observations of sizes 2 and 3 (a lazy stack)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        agents = [Composite(observation=Unbounded(size)) for size in (2, 3)]
+        self.full_observation_spec = Composite(agents=torch.stack(agents, 0))
+        self.full_action_spec = Composite(agents=Composite(action=Unbounded((2, 1)), shape=(2,)))
+        self.full_reward_spec = Composite(agents=Composite(reward=Unbounded((2, 1)), shape=(2,)))
+        done = Categorical(2, (2, 1), dtype=torch.bool)
+        self.full_done_spec = Composite(
+            agents=Composite(done=done, terminated=done.clone(), shape=(2,))
+        )
+
+    def _agents(self, **extra):
+        agents = [TensorDict(observation=torch.zeros(size)) for size in (2, 3)]
+        stacked = TensorDict.lazy_stack(agents, 0)
+        for key, value in extra.items():
+            stacked.set(key, value)
+        return TensorDict(agents=stacked)
+
+    def _reset(self, tensordict):
+        return self._agents()
+
+    def _step(self, tensordict):
+        done = torch.ones(2, 1, dtype=torch.bool)
+        return self._agents(reward=torch.ones(2, 1), done=done, terminated=done.clone())
+
+    def _set_seed(self, seed):
+        return None
+
+
+def test_auto_reset_heterogeneous_agents_raise_naming_the_key():
+    env = HeterogeneousAgentsEnv(auto_reset=True)
+    td = env.reset()
+    message = HETEROGENEOUS_ERROR.format(key=("agents", "observation"), shape=(2, -1))
+    with pytest.raises(NotImplementedError, match=re.escape(message)):
+        env.rand_step(td)

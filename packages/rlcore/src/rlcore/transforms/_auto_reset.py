@@ -30,6 +30,11 @@ FORWARD_ERROR = (
     "each new episode from the step to the following reset); it cannot be called on a "
     "tensordict"
 )
+HETEROGENEOUS_ERROR = (
+    "AutoResetTransform: observation {key!r} has shape {shape} in the observation spec: its "
+    "shape differs across a stacked group (heterogeneous agents), which is not supported; "
+    "give the agents observations of one shape"
+)
 INSERT_ERROR = (
     "Cannot insert a transform in an AutoResetEnv: its AutoResetTransform must see the base "
     "env's outputs first; append transforms instead, or wrap it in a TransformedEnv"
@@ -58,7 +63,8 @@ class AutoResetTransform(Transform):
 
     Each done level (the root, or a nested group such as `("agents", "done")`) fills the
     observations under it with its own mask; observations outside every done level are left
-    as the env returned them.
+    as the env returned them. Observations whose shape differs across a stacked group
+    (heterogeneous agents) are not supported (NotImplementedError at the first step).
 
     The base env must accept a first `reset()` (with or without effect) and reset itself in
     `_step` when done; its `_reset` is only called again for resets without `"_reset"` flags
@@ -157,10 +163,16 @@ class AutoResetTransform(Transform):
                 root = _key_tuple(key)[:-1]
                 if root in by_root:  # (a level nested in a reset level follows that level)
                     by_root[root].done_keys.append(key)
-            for key in parent.full_observation_spec.keys(True, True):
+            observation_spec = parent.full_observation_spec
+            for key in observation_spec.keys(True, True):
                 key = unravel_key(key)
                 group = by_root.get(_group_of(key, roots))
                 if group is not None:
+                    shape = observation_spec[key].shape
+                    if any(dim < 0 for dim in shape):
+                        raise NotImplementedError(
+                            HETEROGENEOUS_ERROR.format(key=key, shape=tuple(shape))
+                        )
                     group.obs_keys.append(key)
             self.__dict__["_groups"] = groups
         return groups
