@@ -158,6 +158,27 @@ class GainEnv(EnvBase):
         return TensorDict({"observation": obs, "reward": torch.zeros(1)}, [])
 
 
+class ObsEchoEnv(EnvBase):
+    """Tells whether its step was given an observation: next obs = given obs + 1, else -1."""
+
+    def __init__(self):
+        super().__init__()
+        self.observation_spec = Composite(observation=Unbounded(1))
+        self.action_spec = Unbounded(1)
+        self.reward_spec = Unbounded(1)
+
+    def _set_seed(self, seed: int | None) -> None:
+        pass
+
+    def _reset(self, tensordict: TensorDictBase | None = None, **kwargs) -> TensorDictBase:
+        return TensorDict({"observation": torch.zeros(1)}, [])
+
+    def _step(self, tensordict: TensorDictBase) -> TensorDictBase:
+        given = tensordict.get("observation", None)
+        obs = given + 1 if given is not None else torch.full((1,), -1.0)
+        return TensorDict({"observation": obs, "reward": torch.zeros(1)}, [])
+
+
 class HangingCountingEnv(CountingEnv):
     """A CountingEnv whose ``_step`` sleeps for an hour when ``hang`` is set."""
 

@@ -25,6 +25,7 @@ from batched_test_envs import (
     BadStartCountingEnv,
     FailingCountingEnv,
     GainEnv,
+    ObsEchoEnv,
     OddError,
     SlowCountingEnv,
     StartStateEnv,
@@ -167,6 +168,45 @@ def test_absent_state_is_never_replaced_by_an_earlier_value(make_kind, kind):
         env.step(TensorDict({"gain": torch.ones(2, 1), "action": torch.ones(2, 1)}, [2]))
     with pytest.raises(ValueError, match=re.escape("state 'gain' has shape (2,), expected (2, 1)")):
         env.step(td.set("gain", torch.ones(2)))
+
+
+def test_inputs_left_out_step_after_step_stay_absent(make_kind, kind):
+    """The same entries left out several steps running (flag-only steps in ParallelEnv, the
+    left-out keys kept by each worker) stay absent; given again, they are seen again."""
+    env = make_kind(kind, 2, ObsEchoEnv)
+    env.reset()
+    action = torch.ones(2, 1)
+
+    def step(obs=None):
+        td = TensorDict({"action": action}, [2])
+        if obs is not None:
+            td["observation"] = torch.full((2, 1), float(obs))
+        return env.step(td)["next", "observation"].flatten().tolist()
+
+    assert step(5) == [6.0, 6.0]
+    assert step() == [-1.0, -1.0]  # the 5 still in the shared buffer is not used ...
+    assert step() == [-1.0, -1.0]  # ... nor on the next steps
+    assert step(7) == [8.0, 8.0]
+    assert step(9) == [10.0, 10.0]
+    assert step() == [-1.0, -1.0]
+    if kind != "serial":  # the asynchronous path keeps each sub-env's own left-out keys
+        env.async_step_send(TensorDict({"action": action[:1], "env_index": torch.tensor([0])}, [1]))
+        with_obs = TensorDict(
+            {
+                "action": action[:1],
+                "observation": torch.full((1, 1), 2.0),
+                "env_index": torch.tensor([1]),
+            },
+            [1],
+        )
+        env.async_step_send(with_obs)
+        out = env.async_step_recv(min_get=2)
+        assert out["next", "observation"].flatten().tolist() == [-1.0, 3.0]
+        env.async_step_send(out.exclude("next", "observation"))
+        assert env.async_step_recv(min_get=2)["next", "observation"].flatten().tolist() == [
+            -1.0,
+            -1.0,
+        ]
 
 
 def test_reset_input_left_out_is_absent_for_the_sub_env(make_kind, kind):

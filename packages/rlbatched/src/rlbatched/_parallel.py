@@ -6,7 +6,7 @@ import copy
 import functools
 import sys
 import weakref
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import torch
@@ -18,7 +18,7 @@ from ._batched_base import BatchedEnvBase, _parts, move
 from ._inputs import ACTION, DONE, OBSERVATION, STATE, check_flat
 from ._serial import SerialEnv
 from ._shared import SharedLayout
-from ._td_fast import clone, copy_into, get_many
+from ._td_fast import clone, copy_into, get_many, take_rows
 from ._threads import ThreadBudget
 from ._worker_env import (
     STEP,
@@ -264,6 +264,7 @@ class ParallelEnv(BatchedEnvBase):
             )
             self._finalizer = weakref.finalize(self, pool.shutdown)
             self._pool = pool
+            self._worker_skips: list[list | None] = [None] * self.num_workers
             self._workers = pool.procs
             parent = layout.views(buffer)
             self.shared_tensordict_parent = parent
@@ -365,11 +366,7 @@ class ParallelEnv(BatchedEnvBase):
         with torch.no_grad():
             pool.sync()  # an interrupted exchange is finished before the inputs are overwritten
             skipped = self._write_inputs(tensordict, "step")
-            if skipped is None:
-                pool.broadcast(STEP, "step")
-            else:
-                for index, keys in enumerate(skipped):
-                    pool.send(index, "step", keys or None)
+            self._send_steps(range(self.num_workers), skipped, "step")
             pool.gather("step")
             return self._read(self._next_view)
 
@@ -455,13 +452,31 @@ class ParallelEnv(BatchedEnvBase):
                 skipped = self._write_inputs(tensordict, "step", "async_step_send")
             else:
                 skipped = self._write_rows(tensordict, rows)
-            if skipped is None:
-                pool.broadcast(STEP, "async_step_send", rows)
-            else:
-                for index in rows:
-                    pool.send(index, "step", skipped[index] or None, "async_step_send")
+            self._send_steps(rows, skipped, "async_step_send")
         for position, index in enumerate(rows):
             self._async[index] = (tensordict, position)
+
+    def _send_steps(self, rows: Iterable[int], skipped: list | None, phase: str) -> None:
+        """Start a step of the sub-envs ``rows``, each leaving out its ``skipped`` input keys.
+
+        A sub-env keeps the keys it was last told to leave out: only a change goes through
+        its pipe (command ``"step"``, with the new keys); the others get the one-byte flag
+        command, so a caller that always omits the same entries (e.g. steps with the action
+        alone) stays on the flag path.
+        """
+        pool, known = self._pool, self._worker_skips
+        flagged = []
+        for index in rows:
+            keys = (skipped[index] or None) if skipped is not None else None
+            if keys == known[index]:
+                flagged.append(index)
+            else:
+                known[index] = keys
+                pool.send(index, "step", keys, phase)
+        if len(flagged) == self.num_workers:
+            pool.broadcast(STEP, phase)  # every process woken, no per-slot bookkeeping
+        elif flagged:
+            pool.broadcast(STEP, phase, flagged)
 
     def _check_env_index(self, env_index: Any, tensordict: TensorDictBase) -> list[int]:
         batch = tuple(tensordict.batch_size)
@@ -519,7 +534,8 @@ class ParallelEnv(BatchedEnvBase):
 
         The result has batch ``[k]`` (``k >= min_get``), one row per sub-env, in ascending
         order of its int64 ``"env_index"`` entry: what ``step`` returns for those rows (the
-        tensordict sent, less ``"env_index"``, with the step's outputs under ``"next"``).
+        tensordict sent, less ``"env_index"``, with the step's outputs under ``"next"``); rows
+        of sends with different entries come as a lazy stack, each row with its own.
         The other sub-envs stay in flight. Sub-envs that share a process
         (``num_processes < num_workers``) are stepped one after the other, in index order,
         so they tend to become ready together, a process's block at a time. A sub-env that
@@ -568,12 +584,23 @@ class ParallelEnv(BatchedEnvBase):
         parts = []
         for sent, positions, _ in groups.values():
             whole = positions == list(range(sent.shape[0]))
-            parts.append(sent.copy() if whole else sent[torch.tensor(positions)])
-        out = parts[0] if len(parts) == 1 else torch.cat(parts)
+            parts.append(sent.copy() if whole else take_rows(sent, torch.tensor(positions)))
+        if len(parts) == 1:
+            out = parts[0]
+        elif len({frozenset(part.keys(True, True)) for part in parts}) == 1:
+            out = torch.cat(parts)
+        else:  # sends with different entries: each row keeps its own (a lazy stack)
+            out = LazyStackedTensorDict.lazy_stack(
+                [row for part in parts for row in part.unbind(0)]
+            )
         if order != ready:
-            out = out[torch.tensor(order).argsort()]
-        nxt = self._next_view if len(ready) == self.num_workers else self._next_view[ready]
-        nxt = self._read(nxt)
+            out = take_rows(out, torch.tensor(order).argsort())
+        if len(ready) == self.num_workers:
+            nxt = self._read(self._next_view)
+        else:  # the rows are copied out of the shared buffer here: no second copy
+            nxt = take_rows(self._next_view, torch.tensor(ready))
+            if self.device is not None and nxt.device != self.device:
+                nxt = move(nxt, self.device, self.non_blocking)
         preset = out.get("next", None)
         if preset is not None:
             nxt.update(preset.exclude(*nxt.keys(True, True)))

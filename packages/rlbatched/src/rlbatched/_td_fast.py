@@ -48,6 +48,19 @@ def stack(tds: list[TensorDictBase]) -> TensorDictBase:
     return td_new(source, torch.Size((len(tds), *first.batch_size)), device)
 
 
+def take_rows(td: TensorDictBase, index: torch.Tensor) -> TensorDictBase:
+    """``td[index]`` for a 1-d int64 ``index``: a copy of those rows of dim 0, in that order."""
+    if type(td) is not TensorDict:
+        return td[index].clone()  # a lazy stack's rows would be its own tensordicts
+    source = {}
+    for key, value in td_entries(td).items():
+        if isinstance(value, torch.Tensor):
+            source[key] = value.index_select(0, index)
+        else:
+            source[key] = take_rows(value, index)
+    return td_new(source, torch.Size((index.numel(), *td.batch_size[1:])), td.device)
+
+
 def unbind(td: TensorDictBase) -> list[TensorDictBase]:
     """``td.unbind(0)``."""
     if type(td) is not TensorDict:

@@ -123,11 +123,15 @@ class _WorkerEnv:
         self.reset_leaves = _split(leaves(self.reset_view))
         self.sync_cuda = self.root.device is not None and self.root.device.type == "cuda"
         self.dense = DenseRow.build(env, self.root, self.next)
+        # the input keys the caller leaves out of its steps, sent through the pipe when they
+        # change (command "step") and kept for the flag-only steps that follow ("step_hot")
+        self.skipped: list | None = None
 
     def handlers(self) -> dict[str, Callable[[Any], Any]]:
         """The commands this worker answers (see ``rlcore.serve``)."""
         return {
             "step": self.step,
+            "step_hot": self.step_hot,
             "reset": self.reset,
             "seed": self.seed,
             "getattr": self.getattr,
@@ -136,9 +140,16 @@ class _WorkerEnv:
         }
 
     def step(self, skipped: list | None) -> None:
-        """Step on the shared inputs (less the ``skipped`` keys the caller did not give)."""
-        dense = self.dense
-        if dense is not None and not skipped:
+        """Step on the shared inputs less the ``skipped`` keys the caller did not give; the
+        next ``step_hot`` leaves out the same keys."""
+        self.skipped = skipped
+        self.step_hot()
+
+    def step_hot(self, _: Any = None) -> None:
+        """Step on the shared inputs, less the keys the last ``step`` command named."""
+        dense, skipped = self.dense, self.skipped
+        # a dense stepper reads the action alone, which a step always has
+        if dense is not None:
             if is_current(self.env, dense.stepper):
                 dense.step()
                 return
@@ -250,4 +261,4 @@ def _run_worker_pipe_shared_mem(
         return own.wrap(_WorkerEnv(env, shared["views"][indices[position]]).handlers())
 
     setups = [functools.partial(setup, position) for position in range(len(indices))]
-    serve(conn, setups, hot={STEP: "step"})
+    serve(conn, setups, hot={STEP: "step_hot"})
