@@ -491,3 +491,20 @@ def test_partial_reset_of_a_lazy_stacked_level():
         vector = out["agents"][..., agent]["vector"]
         assert (vector[0] == 0).all() and (vector[1] == 1).all()
     assert ("agents", "_reset") not in out.keys(True)
+
+
+def test_an_env_class_may_also_be_an_abc():
+    """EnvBase's metaclass is an ABCMeta (as torchrl 0.4's): no conflict with abc.ABC."""
+    import abc
+
+    class AbstractCounting(CountingEnv, abc.ABC):
+        @abc.abstractmethod
+        def describe(self) -> str: ...
+
+    class Counting(AbstractCounting):
+        def describe(self) -> str:
+            return "counts"
+
+    with pytest.raises(TypeError, match="abstract"):
+        AbstractCounting()
+    assert Counting().rollout(2).shape == (2,)

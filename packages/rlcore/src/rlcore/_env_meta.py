@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import abc
 from typing import Any
 
 __all__ = ["EnvMeta"]
@@ -12,8 +13,11 @@ REPLACE_WITHOUT_AUTO_RESET = (
 )
 
 
-class EnvMeta(type):
+class EnvMeta(abc.ABCMeta):
     """Builds the env, then wraps it in an ``AutoResetEnv`` when built with ``auto_reset=True``.
+
+    An ``abc.ABCMeta``, as torchrl 0.4's env metaclass is: an env class may also derive from
+    ``abc.ABC`` (or a ``typing.Protocol``) without a metaclass conflict.
 
     ``auto_reset_replace`` (default True) is the ``AutoResetTransform``'s ``replace``. Only
     construction goes through here: unpickling and copies build the env without it.
