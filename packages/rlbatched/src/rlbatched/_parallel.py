@@ -133,9 +133,11 @@ class ParallelEnv(BatchedEnvBase):
             runs a contiguous block of sub-envs one after the other (``num_workers`` split as
             evenly as possible, the first processes taking one more); batch layout, seeding,
             partial resets and results are the same whatever the split.
-        pin_memory, memmap, allow_step_when_done: torchrl 0.4's arguments; ``True`` raises
-            ``ValueError`` (0.4 deprecated the first and last; the buffers are always in
-            shared memory).
+        pin_memory: torchrl 0.4's argument (deprecated there); ``True`` raises ``ValueError``.
+        memmap: torchrl 0.4's argument; ``True`` raises ``ValueError`` (the buffers are always
+            in shared memory).
+        allow_step_when_done: torchrl 0.4's argument (deprecated there); ``True`` raises
+            ``ValueError``.
         policy_proof: torchrl 0.4's argument, ignored as there (with a warning).
         non_blocking: device moves of inputs and outputs use ``non_blocking=True``; a move
             off a GPU is still waited for before the data is returned.
