@@ -25,6 +25,7 @@ os.environ.setdefault("RAY_AUTH_MODE", "disabled")
 RAY_INIT = {"num_cpus": 2, "include_dashboard": False, "log_to_driver": False}
 ACTOR = {"num_cpus": 0.5}  # two actors fit beside the driver on 2 cores
 PROVENANCE = [("collector", "actor"), ("collector", "restart"), ("collector", "chunk")]
+_BUILT: list[RayCollector] = []  # by ray_collector, shut down after each test
 
 
 class StepPolicy(TensorDictModuleBase):
@@ -51,7 +52,19 @@ def ray_collector(create_env_fn=CountingEnv, policy=None, **kwargs) -> RayCollec
     """A RayCollector of 2 half-CPU actors unless ``kwargs`` say otherwise."""
     kwargs.setdefault("num_collectors", 2)
     kwargs.setdefault("remote_configs", ACTOR)
-    return RayCollector(create_env_fn, policy, **kwargs)
+    collector = RayCollector(create_env_fn, policy, **kwargs)
+    _BUILT.append(collector)
+    return collector
+
+
+@pytest.fixture(autouse=True)
+def _shut_down_collectors():
+    """Shuts down every collector ``ray_collector`` built, also when the test failed: the
+    module's Ray has room for four half-CPU actors, so the actors left by two failed tests
+    would leave none for the next tests' (which would time out unscheduled)."""
+    yield
+    while _BUILT:
+        _BUILT.pop().shutdown()  # idempotent
 
 
 def chunk_ids(batch) -> set[tuple[int, int, int]]:

@@ -7,6 +7,7 @@ tests: each collector joins it through ``ray_init_config={"address": ...}``.
 
 from __future__ import annotations
 
+import sys
 import time
 
 import pytest
@@ -40,8 +41,24 @@ def cluster():
     cluster.shutdown()
 
 
+_BUILT: list[RayCollector] = []  # by _collector, shut down after each test
+
+
+@pytest.fixture(autouse=True)
+def _disconnected():
+    """After each test, its collectors shut down and the driver disconnected, also when the
+    test failed: a driver left connected to this cluster would fail the ``ray.init`` of the
+    next modules' Ray (and their checks that Ray is not initialized)."""
+    yield
+    while _BUILT:
+        _BUILT.pop().shutdown()  # idempotent; disconnects the driver it connected
+    ray = sys.modules.get("ray")  # None where Ray is not installed (the tests were skipped)
+    if ray is not None and ray.is_initialized():
+        ray.shutdown()
+
+
 def _collector(cluster, **kwargs):
-    return RayCollector(
+    collector = RayCollector(
         CountingEnv,
         num_collectors=2,
         sync=True,
@@ -51,6 +68,8 @@ def _collector(cluster, **kwargs):
         remote_configs={"num_cpus": 0.5, "scheduling_strategy": "SPREAD"},
         **kwargs,
     )
+    _BUILT.append(collector)
+    return collector
 
 
 def _nodes(collector):
