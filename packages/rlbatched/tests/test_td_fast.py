@@ -107,3 +107,27 @@ def test_copy_into_copies_pairs_and_skips_missing_sources():
     assert dsts[0].tolist() == [0.0, 1.0, 2.0] and dsts[1].tolist() == [1, 1]
     assert dsts[2].item() == 7.0  # None source: left as it was
     _td_fast.copy_into(dsts, [None, None, None])  # nothing to copy is fine
+
+
+def test_take_rows_matches_indexing_and_copies():
+    td = tree(1.0)
+    index = torch.tensor([1, 0, 1])
+    rows = _td_fast.take_rows(td, index)
+    assert_same(rows, td[index])
+    assert rows.batch_size == (3,)
+    rows["obs"].zero_()
+    assert (td["obs"] == 1.0).all()  # a copy, not a view
+    stacked = LazyStackedTensorDict.lazy_stack([tree(float(i), batch=()) for i in range(3)])
+    picked = _td_fast.take_rows(stacked, torch.tensor([2]))
+    picked["obs"].zero_()
+    assert (stacked[2]["obs"] == 2.0).all()  # a lazy stack's rows are copied too
+
+
+def test_cat_matches_torch_cat_or_says_the_entries_differ():
+    parts = [tree(0.0), tree(1.0)]
+    assert_same(_td_fast.cat(parts), torch.cat(parts, 0))
+    assert _td_fast.cat(parts).batch_size == (4,)
+    other = tree(2.0).exclude("flag")
+    assert _td_fast.cat([parts[0], other]) is None
+    assert _td_fast.cat([lazy(), parts[0]]) is None
+    assert_same(_td_fast.cat([lazy(), lazy()]), torch.cat([lazy(), lazy()], 0))

@@ -18,7 +18,7 @@ from ._batched_base import BatchedEnvBase, _parts, move
 from ._inputs import ACTION, DONE, OBSERVATION, STATE, check_flat
 from ._serial import SerialEnv
 from ._shared import SharedLayout
-from ._td_fast import clone, copy_into, get_many, take_rows
+from ._td_fast import cat, clone, copy_into, get_many, take_rows
 from ._threads import ThreadBudget
 from ._worker_env import (
     STEP,
@@ -505,13 +505,17 @@ class ParallelEnv(BatchedEnvBase):
         if plan[0] == "flat":
             _, keys, rules, dsts = plan
             values = get_many(tensordict, keys)
-            skipped = check_flat(_rules_for_rows(rules, len(rows)), values, where, True)
+            row_rules = self._plans.get(("rows", len(rows)))
+            if row_rules is None:
+                row_rules = self._plans[("rows", len(rows))] = _rules_for_rows(rules, len(rows))
+            skipped = check_flat(row_rules, values, where, True)
             for index in skipped or ():
                 values[index] = None
-            at = torch.tensor(rows)
+            at = _rows_index(tuple(rows))
             for dst, value in zip(dsts, values):
                 if value is not None:
-                    dst[at] = value.to(dst.device)
+                    # index_copy_ is dst[at] = value without advanced indexing's overhead
+                    dst.index_copy_(0, at.to(dst.device), value.to(dst.device, dst.dtype))
             if self._sync_cuda:
                 torch.cuda.synchronize(self.shared_tensordict_parent.device)
             if skipped is None:
@@ -586,21 +590,18 @@ class ParallelEnv(BatchedEnvBase):
         parts = []
         for sent, positions, _ in groups.values():
             whole = positions == list(range(sent.shape[0]))
-            parts.append(sent.copy() if whole else take_rows(sent, torch.tensor(positions)))
-        if len(parts) == 1:
-            out = parts[0]
-        elif len({frozenset(part.keys(True, True)) for part in parts}) == 1:
-            out = torch.cat(parts)
-        else:  # sends with different entries: each row keeps its own (a lazy stack)
+            parts.append(sent.copy() if whole else take_rows(sent, _rows_index(tuple(positions))))
+        out = parts[0] if len(parts) == 1 else cat(parts)
+        if out is None:  # sends with different entries: each row keeps its own (a lazy stack)
             out = LazyStackedTensorDict.lazy_stack(
                 [row for part in parts for row in part.unbind(0)]
             )
         if order != ready:
-            out = take_rows(out, torch.tensor(order).argsort())
+            out = take_rows(out, _rows_index(tuple(order)).argsort())
         if len(ready) == self.num_workers:
             nxt = self._read(self._next_view)
         else:  # the rows are copied out of the shared buffer here: no second copy
-            nxt = take_rows(self._next_view, torch.tensor(ready))
+            nxt = take_rows(self._next_view, _rows_index(tuple(ready)))
             if self.device is not None and nxt.device != self.device:
                 nxt = move(nxt, self.device, self.non_blocking)
         preset = out.get("next", None)
@@ -682,6 +683,12 @@ def split_evenly(num_workers: int, num_processes: int) -> list[int]:
     """
     size, extra = divmod(num_workers, num_processes)
     return [size + (process < extra) for process in range(num_processes)]
+
+
+@functools.lru_cache(maxsize=1024)
+def _rows_index(rows: tuple[int, ...]) -> torch.Tensor:
+    """``torch.tensor(rows)``, made once per tuple (an index only: never written to)."""
+    return torch.tensor(rows, dtype=torch.int64)
 
 
 def _rules_for_rows(rules: list, rows: int) -> list:

@@ -48,6 +48,35 @@ def stack(tds: list[TensorDictBase]) -> TensorDictBase:
     return td_new(source, torch.Size((len(tds), *first.batch_size)), device)
 
 
+def cat(tds: list[TensorDictBase]) -> TensorDictBase | None:
+    """``torch.cat(tds, 0)``, or None when their entries differ (not the same keys)."""
+    if any(type(td) is not TensorDict for td in tds):
+        if len({frozenset(td.keys(True, True)) for td in tds}) != 1:
+            return None
+        return torch.cat(tds, 0)
+    first = td_entries(tds[0])
+    entries = [td_entries(td) for td in tds]
+    if any(e.keys() != first.keys() for e in entries[1:]):
+        return None
+    source = {}
+    for key, value in first.items():
+        values = [e[key] for e in entries]
+        if isinstance(value, torch.Tensor):
+            if not all(isinstance(v, torch.Tensor) for v in values):
+                return None
+            source[key] = torch.cat(values, 0)
+        else:
+            sub = cat(values)
+            if sub is None:
+                return None
+            source[key] = sub
+    batch = torch.Size((sum(td.batch_size[0] for td in tds), *tds[0].batch_size[1:]))
+    device = tds[0].device
+    if any(td.device != device for td in tds):
+        device = None
+    return td_new(source, batch, device)
+
+
 def take_rows(td: TensorDictBase, index: torch.Tensor) -> TensorDictBase:
     """``td[index]`` for a 1-d int64 ``index``: a copy of those rows of dim 0, in that order."""
     if type(td) is not TensorDict:
