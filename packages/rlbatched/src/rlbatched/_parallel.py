@@ -102,8 +102,9 @@ class ParallelEnv(BatchedEnvBase):
     (``shared_tensordict_parent``): a step writes the actions into it, then sets each
     sub-env's command flag in shared memory and posts one semaphore per process; each sub-env
     sets its ready flag when done (``rlcore.WorkerPool``: pipes carry only start-up, errors
-    and rare commands). Waiting processes spin for a fraction of a millisecond, yielding the
-    core to any other runnable process, then block, so idle workers use no CPU. What
+    and rare commands). Waiting processes spin for a fraction of a millisecond (2 ms in
+    ``async_step_recv``), yielding the core to any other runnable process, then block, so
+    idle workers use no CPU. What
     ``step``, ``reset`` and ``rollout`` return is a copy owned by the caller.
     ``async_step_send`` / ``async_step_recv`` step sub-envs without waiting for all of them.
 
