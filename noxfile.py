@@ -1,16 +1,36 @@
-"""Sessions for the monorepo: one per package, plus integration, lint, demo, bench and docs.
+"""Sessions for the monorepo: each package alone, the integration suite, docs, wheels, lint.
 
-Each package session installs that package alone (with its declared dependencies, resolved
-from the local checkout for our own packages) into a fresh virtualenv, which proves its
-dependency edges, then runs its ``tests/``. Every install goes through ``constraints.txt``.
-A reused virtualenv skips an install whose inputs (arguments, constraints, our sources) have
-not changed since the last run.
-
-    nox                  # every default session: lint, each package, integration, docs, ...
-    nox -s rlspecs       # one package
-    nox -s build         # wheels and sdists of every package into dist/
-    nox -s packages_py   # the package sessions on the other Pythons (3.10, 3.12, 3.13)
+    nox                  # every default session, two at a time on two cores (README's command)
+    nox -s dev           # the contributor's loop: lint and every package's fast tests
+    nox -s rlspecs       # one package alone
+    nox -s cuda          # every CUDA case, on a GPU machine (installs the CUDA build of torch)
     nox -s demo          # the README's demo
+    nox -l               # every session
+
+**Configurations.** Every test runs once per configuration that differs:
+
+- each package alone (``nox -s <name>``): the package and its declared dependencies only, as
+  ``pip install <name>`` gives a user, so with the newest tensordict it accepts (no pin);
+- ``tensordict_min``: every package's tests against the oldest tensordict they declare;
+- the shared *full* venv (``full_env``: every package with every extra, torchrl for the
+  benchmarks, the docs tools; tensordict as ``constraints.txt`` pins it, the one torchrl
+  0.14.1 ships with): ``integration`` (spawn, the default start method), ``integration_fork``
+  (every test that takes the fork fixture, under fork), ``rlcollectors_ray``, ``docs`` and
+  ``bench_smoke`` all run in it;
+- ``build`` then ``wheelhouse``: wheels, installed into fresh venvs as a user would.
+
+**Installs** go through uv (``nox[uv]``), with bytecode compiled at install time
+(``UV_COMPILE_BYTECODE``): with ``PYTHONDONTWRITEBYTECODE=1`` a venv without valid ``.pyc``
+files recompiles torch in every process. ``tools/check_bytecode.py`` checks each venv after
+its install. A reused venv skips an install whose inputs (arguments, constraints, our sources)
+have not changed. Torch is installed first from ``tools/torch_source.py`` (the CPU build by
+default; ``RLSTACK_TORCH=cuda`` for the CUDA one); every install is under ``constraints.txt``.
+
+**Python**: the interpreter that runs nox when it is 3.10-3.13, else the newest of those found
+on PATH or in pyenv.
+
+**Every pytest run** loads ``tools/pytest_rlstack.py`` (a per-test timeout is required, the
+``slow`` marker, ``--cuda-only``) and reports skip reasons (``-rs``).
 """
 
 from __future__ import annotations
@@ -19,6 +39,7 @@ import hashlib
 import os
 import pathlib
 import shutil
+import sys
 import tempfile
 
 import nox
@@ -26,33 +47,16 @@ import tomllib
 from packaging.requirements import Requirement
 
 ROOT = pathlib.Path(__file__).parent
-PACKAGES_DIR = ROOT / "packages"
-CONSTRAINTS = ("-c", str(ROOT / "constraints.txt"))
-PYTHON = "3.11"
-OTHER_PYTHONS = ["3.10", "3.12", "3.13"]
-UMBRELLA = "rlstack"  # the meta-package: no code, no tests, only extras
+TOOLS = ROOT / "tools"
+sys.path.insert(0, str(TOOLS))
 
-nox.options.reuse_existing_virtualenvs = True
-nox.options.error_on_missing_interpreters = True
-nox.options.sessions = [
-    "lint",
-    "rlspecs",
-    "rlcore",
-    "rlmocks",
-    "rlbatched",
-    "rllibs",
-    "rlmodules",
-    "rlcollectors",
-    "rlcollectors_ray",
-    "downstream",
-    "integration",
-    "docs",
-    "bench_smoke",
-    "build",
-    "wheelhouse",
-    "tensordict_latest",
-    "tensordict_min",
-]
+import torch_source  # noqa: E402  (tools/ is not a package)
+
+PACKAGES_DIR = ROOT / "packages"
+CONSTRAINTS_FILE = ROOT / "constraints.txt"
+SUPPORTED_PYTHONS = ("3.13", "3.12", "3.11", "3.10")
+UMBRELLA = "rlstack"  # the meta-package: no code, no tests, only extras
+TIMEOUT = "300"  # seconds per test, unless a test says otherwise (@pytest.mark.timeout)
 
 # Extras a package's own tests need, and our packages its tests use without depending on them.
 TEST_EXTRAS = {"rllibs": "[all]", "rlcollectors": "[progress]"}
@@ -62,9 +66,66 @@ TEST_LOCAL_DEPS = {
     "rlcollectors": ["rlbatched", "rlmocks", "rlmodules"],
 }
 TEST_TOOLS = ["pytest>=8", "hypothesis>=6", "pytest-timeout>=2.3"]
+FULL_EXTRAS = {"rllibs": "[all]", "rlcollectors": "[ray,progress]"}
+FULL_TOOLS = [
+    *TEST_TOOLS,
+    "pytest-rerunfailures>=14",
+    "pyyaml",
+    "packaging",
+    "tqdm",
+    "torchrl",  # the benchmarks' reference, pinned with its tensordict in constraints.txt
+    "matplotlib",  # the benchmarks' chart
+    "-r",
+    str(ROOT / "docs" / "requirements.txt"),
+]
 
 
-# ----------------------------------------------------------------------------- Helpers
+def _session_python() -> str:
+    """This interpreter when supported, else the newest supported one on PATH or in pyenv."""
+    if f"{sys.version_info[0]}.{sys.version_info[1]}" in SUPPORTED_PYTHONS:
+        return sys.executable
+    pyenv = pathlib.Path(os.environ.get("PYENV_ROOT", "~/.pyenv")).expanduser()
+    for version in SUPPORTED_PYTHONS:
+        found = shutil.which(f"python{version}") or next(
+            iter(sorted(pyenv.glob(f"versions/{version}.*/bin/python{version}"), reverse=True)),
+            None,
+        )
+        if found:
+            return str(found)
+    raise RuntimeError(f"nox: no Python {', '.join(SUPPORTED_PYTHONS)} found")
+
+
+PYTHON = _session_python()
+
+nox.options.default_venv_backend = "uv"
+nox.options.reuse_venv = "yes"
+nox.options.error_on_missing_interpreters = True
+# two sessions at a time on two cores: most tests keep one core busy (a spawned worker's
+# import the other), so a second session fills the idle one
+nox.options.parallel = max(1, min(os.cpu_count() or 1, 4))
+nox.options.sessions = [
+    # longest first: the parallel scheduler starts them in this order
+    "full_env",
+    "integration",
+    "tensordict_min",
+    "integration_fork",
+    "rlbatched",
+    "rlcore",
+    "docs",
+    "rlcollectors_ray",
+    "bench_smoke",
+    "rllibs",
+    "rlcollectors",
+    "rlmocks",
+    "rlspecs",
+    "rlmodules",
+    "build",
+    "wheelhouse",
+    "lint",
+]
+
+
+# ----------------------------------------------------------------------------- helpers
 
 
 def _pyproject(name: str) -> dict:
@@ -76,90 +137,6 @@ def _local_packages() -> list[str]:
     return sorted(
         p.parent.name for p in PACKAGES_DIR.glob("*/pyproject.toml") if p.parent.name != UMBRELLA
     )
-
-
-def _interpreter(version: str) -> str:
-    """``version``'s interpreter: on PATH, else pyenv's (its shims only see the active version)."""
-    root = pathlib.Path(os.environ.get("PYENV_ROOT", "~/.pyenv")).expanduser()
-    found = sorted(
-        root.glob(f"versions/{version}.*/bin/python{version}"),
-        key=lambda p: [int(x) for x in p.parts[-3].split(".") if x.isdigit()],
-    )
-    return str(found[-1]) if found else version
-
-
-def _fingerprint(args: tuple[str, ...]) -> str:
-    """A digest of an install's arguments, the constraints and every source file of ours."""
-    digest = hashlib.sha256("\0".join(args).encode())
-    digest.update((ROOT / "constraints.txt").read_bytes())
-    for path in sorted(PACKAGES_DIR.rglob("*")):
-        if path.is_file() and "__pycache__" not in path.parts and "tests" not in path.parts:
-            digest.update(str(path.relative_to(ROOT)).encode())
-            digest.update(path.read_bytes())
-    return digest.hexdigest()
-
-
-def _share_identical_files(session: nox.Session) -> None:
-    """Hard-links each file of the session's venv to one copy per content, shared by all venvs.
-
-    Every package session has a venv of its own (that is what proves its dependency edges),
-    and each holds torch and its company: 17 venvs took 23 GB, more than a CI machine may have
-    free. Files of the same content (and mode) become links to one copy in a store beside the
-    venvs, so torch is on disk once (the 17 take 6 GB). pip never writes into an
-    installed file (it unlinks and writes anew), so a shared copy cannot change under another
-    venv; don't edit files inside ``.nox`` venvs in place. Store entries no venv links to any
-    more are deleted. A filesystem without hard links leaves the venvs as they are.
-    """
-    venv = pathlib.Path(session.virtualenv.location)
-    store = venv.parent / ".shared-files"
-    store.mkdir(exist_ok=True)
-    for entry in store.iterdir():
-        if entry.stat().st_nlink == 1:
-            entry.unlink()
-    linked = stored = 0
-    for path in venv.rglob("*"):
-        if path.is_symlink() or not path.is_file():
-            continue
-        info = path.stat()
-        if info.st_size < 4096 or info.st_nlink > 1:  # small, or linked already
-            continue
-        with path.open("rb") as f:
-            digest = hashlib.file_digest(f, "sha256").hexdigest()
-        copy = store / f"{digest}-{info.st_mode & 0o7777:o}"
-        try:
-            if not copy.exists():
-                os.link(path, copy)
-                stored += info.st_size
-                continue
-            temp = path.with_name(f".{path.name}.shared")
-            os.link(copy, temp)
-            os.replace(temp, path)
-        except OSError as err:
-            session.warn(f"venv files not shared ({err}): each venv keeps its own copies")
-            return
-        linked += info.st_size
-    session.log(
-        f"venv files shared: {linked / 2**30:.1f} GiB linked to copies other venvs have, "
-        f"{stored / 2**30:.1f} GiB new to the store"
-    )
-
-
-def _install(session: nox.Session, *args: str) -> None:
-    """``session.install(*args)``, skipped when a reused venv already has exactly that install."""
-    marker = (
-        pathlib.Path(session.virtualenv.location)
-        / f".installed-{hashlib.sha256(' '.join(args).encode()).hexdigest()[:16]}"
-    )
-    stamp = _fingerprint(args)
-    if marker.exists() and marker.read_text() == stamp:
-        session.log(f"unchanged since the last run, not reinstalled: {' '.join(args)[:120]}")
-        return
-    session.install(*args)
-    _share_identical_files(session)
-    # `nox -R` (--no-install) makes session.install a no-op on a reused venv: no marker then,
-    # or a later plain run would skip an install that never happened. nox has no public flag.
-    if not getattr(session._runner.global_config, "no_install", False):
-        marker.write_text(stamp)
 
 
 def _local_closure(names: list[str]) -> list[str]:
@@ -181,197 +158,269 @@ def _local_closure(names: list[str]) -> list[str]:
     return ordered
 
 
-def _install_local(session: nox.Session, names: list[str], extras: dict[str, str]) -> None:
-    targets = [f"{PACKAGES_DIR / n}{extras.get(n, '')}" for n in _local_closure(names)]
-    _install(session, *CONSTRAINTS, *targets)
+def _fingerprint(args: tuple[str, ...]) -> str:
+    """A digest of an install's arguments, the constraints and every source file of ours."""
+    digest = hashlib.sha256("\0".join(args).encode())
+    digest.update(CONSTRAINTS_FILE.read_bytes())
+    digest.update((TOOLS / "torch_source.py").read_bytes())
+    for path in sorted(PACKAGES_DIR.rglob("*")):
+        if path.is_file() and "__pycache__" not in path.parts and "tests" not in path.parts:
+            digest.update(str(path.relative_to(ROOT)).encode())
+            digest.update(path.read_bytes())
+    return digest.hexdigest()
 
 
-def _package_session(name: str):
-    def run(session: nox.Session) -> None:
-        _install_local(session, [name, *TEST_LOCAL_DEPS.get(name, [])], TEST_EXTRAS)
-        _install(session, *CONSTRAINTS, *TEST_TOOLS)
-        session.run("pytest", str(PACKAGES_DIR / name / "tests"), "-q", *session.posargs)
-
-    run.__doc__ = f"Install {name} alone with its declared dependencies and run its tests."
-    return run
+def _venv_python_version(session: nox.Session) -> tuple[int, int]:
+    out = session.run("python", "-c", "import sys; print(*sys.version_info[:2])", silent=True)
+    major, minor = out.split()
+    return int(major), int(minor)
 
 
-def _run_package_tests(session: nox.Session, names: list[str]) -> None:
-    """Each package's ``tests/`` in its own pytest run (their conftests are independent).
+def _pinned_name(line: str) -> str | None:
+    text = line.split("#", 1)[0].strip()
+    return Requirement(text).name if text else None
 
-    Every package runs even when one fails, so a matrix session reports all its failures.
+
+def _constraints(
+    session: nox.Session, source: torch_source.TorchSource | None, drop: tuple[str, ...] = ()
+) -> list[str]:
+    """``-c`` arguments: constraints.txt, less the pins of ``drop``, plus the torch build."""
+    lines = CONSTRAINTS_FILE.read_text().splitlines()
+    kept = [line for line in lines if _pinned_name(line) not in drop]
+    if source is not None:
+        kept.append(source.constraint())
+    path = pathlib.Path(session.create_tmp()) / f"constraints-{'-'.join(drop) or 'all'}.txt"
+    path.write_text("\n".join(kept) + "\n")
+    return ["-c", str(path)]
+
+
+def _install(
+    session: nox.Session,
+    *args: str,
+    ours: list[str] = (),
+    drop: tuple[str, ...] = (),
+    flavour: str | None = None,
+    with_torch: bool = True,
+) -> None:
+    """``uv pip install`` under the constraints (less ``drop``), bytecode compiled, torch first
+    from its source; skipped when a reused venv already has exactly this install.
+
+    ``ours``: our packages among ``args``, rebuilt from the checkout whenever the install runs;
+    ``with_torch=False``: a venv of tools that need no torch.
     """
+    flavour = flavour or torch_source.chosen_flavour()
+    key = (*args, *drop, flavour)
+    venv = pathlib.Path(session.virtualenv.location)
+    marker = venv / f".installed-{hashlib.sha256(' '.join(key).encode()).hexdigest()[:16]}"
+    stamp = _fingerprint(key)
+    if marker.exists() and marker.read_text() == stamp:
+        session.log(f"unchanged since the last run, not reinstalled: {' '.join(args)[:120]}")
+        return
+    env = {"UV_COMPILE_BYTECODE": "1"}
+    source = None
+    if with_torch:
+        source = torch_source.torch_source(_venv_python_version(session), flavour)
+    constraints = _constraints(session, source, drop)
+    if source is not None:
+        session.install(*constraints, *source.install_args(), env=env)
+    reinstall = [arg for name in ours for arg in ("--reinstall-package", name)]
+    session.install(*constraints, *args, *reinstall, env=env)
+    if with_torch:
+        session.run("python", str(TOOLS / "check_bytecode.py"), "python", silent=True)
+    # `nox -R` (--no-install) makes session.install a no-op on a reused venv: no marker then,
+    # or a later plain run would skip an install that never happened (nox has no public flag)
+    if not session._runner.global_config.no_install:
+        marker.write_text(stamp)
+
+
+def _install_local(
+    session: nox.Session,
+    names: list[str],
+    extras: dict[str, str],
+    *more: str,
+    editable: bool = False,
+    **kwargs,
+) -> None:
+    """Our packages ``names`` with their closure of ours (``extras`` per package) and ``more``."""
+    closure = _local_closure(names)
+    targets = [f"{PACKAGES_DIR / n}{extras.get(n, '')}" for n in closure]
+    if editable:
+        targets = [arg for target in targets for arg in ("-e", target)]
+    _install(session, *targets, *more, ours=closure, **kwargs)
+
+
+PYTEST = ("-m", "pytest", "-p", "pytest_rlstack", f"--timeout={TIMEOUT}", "-q", "-rs")
+
+
+def _pytest(session: nox.Session, *args: str, full: bool = False, **kwargs) -> None:
+    """pytest with the suite plugin, a per-test timeout and the skip reasons shown; in the
+    session's venv, or in the full venv (``full=True``)."""
+    env = {**(_full_venv_env() if full else {}), **kwargs.pop("env", {})}
+    env["PYTHONPATH"] = str(TOOLS)
+    args = (*PYTEST, "-p", "no:cacheprovider", *args, *session.posargs)
+    session.run("python", *args, env=env, external=full, **kwargs)
+
+
+def _pytest_full(session: nox.Session, *args: str, **kwargs) -> None:
+    """``_pytest`` in the full venv (made by ``full_env``)."""
+    _pytest(session, *args, full=True, **kwargs)
+
+
+def _package_tests(session: nox.Session, names: list[str], *args: str) -> None:
+    """Each package's ``tests/`` in its own pytest run (their conftests are independent);
+    every package runs even when one fails, so one session reports all its failures."""
     failed = []
     for name in names:
         try:
-            session.run("pytest", str(PACKAGES_DIR / name / "tests"), "-q", *session.posargs)
+            _pytest(session, str(PACKAGES_DIR / name / "tests"), *args)
         except nox.command.CommandFailed:
             failed.append(name)
     if failed:
         session.error(f"tests failed in: {', '.join(failed)}")
 
 
-def _declared_tensordict_floor() -> str:
-    """The lowest tensordict every package accepts (the ``>=`` of their declarations)."""
+def _declared_floor(dist: str) -> str:
+    """The lowest version of ``dist`` every package accepts (the ``>=`` of their declarations)."""
     floors = set()
     for name in _local_packages():
         for req in _pyproject(name)["project"].get("dependencies", []):
             parsed = Requirement(req)
-            if parsed.name == "tensordict":
+            if parsed.name == dist:
                 floors |= {spec.version for spec in parsed.specifier if spec.operator == ">="}
     if len(floors) != 1:
-        raise RuntimeError(f"packages declare different tensordict floors: {sorted(floors)}")
+        raise RuntimeError(f"packages declare different {dist} floors: {sorted(floors)}")
     return floors.pop()
 
 
-def _tensordict_session(session: nox.Session, version: str | None) -> None:
-    """Every package with its test needs, then tensordict replaced by ``version`` (None: newest)."""
-    constraints = pathlib.Path(session.create_tmp()) / "constraints-no-tensordict.txt"
-    lines = (ROOT / "constraints.txt").read_text().splitlines()
-    constraints.write_text("\n".join(x for x in lines if not x.startswith("tensordict")) + "\n")
-    names = _local_packages()
-    targets = [f"{PACKAGES_DIR / n}{TEST_EXTRAS.get(n, '')}" for n in _local_closure(names)]
-    _install(session, "-c", str(constraints), *targets, *TEST_TOOLS)
-    # --no-deps past our own upper bound: the point is to see the next release break us here
-    wanted = f"tensordict=={version}" if version else "tensordict"
-    session.install("-c", str(constraints), "--upgrade", "--no-deps", wanted)
-    _share_identical_files(session)
-    session.run("python", "-c", "import tensordict; print('tensordict', tensordict.__version__)")
-    _run_package_tests(session, names)
+FULL_VENV = ROOT / ".nox" / "full_env"
 
 
-# ----------------------------------------------------------------------------- Sessions
+def _full_venv_env() -> dict[str, str]:
+    """Environment variables that run commands in the full venv (made by ``full_env``)."""
+    if not (FULL_VENV / "bin" / "python").exists():
+        raise RuntimeError("the full venv does not exist: run `nox -s full_env` first")
+    path = f"{FULL_VENV / 'bin'}{os.pathsep}{os.environ['PATH']}"
+    return {"VIRTUAL_ENV": str(FULL_VENV), "PATH": path}
+
+
+def _in_full_venv(session: nox.Session, *args: str, **kwargs) -> None:
+    env = {**_full_venv_env(), **kwargs.pop("env", {})}
+    session.run(*args, env=env, external=True, **kwargs)
+
+
+# ----------------------------------------------------------------------------- package sessions
+
+
+def _package_session(name: str):
+    def run(session: nox.Session) -> None:
+        # no tensordict pin: the newest release each package accepts, as pip gives a user
+        _install_local(
+            session,
+            [name, *TEST_LOCAL_DEPS.get(name, [])],
+            TEST_EXTRAS,
+            *TEST_TOOLS,
+            drop=("tensordict",),
+        )
+        _pytest(session, str(PACKAGES_DIR / name / "tests"))
+        if name == "rlmocks":
+            # a downstream project's own tests: the same install (rlspecs, rlcore, rlmocks)
+            _pytest(session, str(ROOT / "integration_tests" / "downstream"))
+
+    run.__doc__ = f"{name} alone with its declared dependencies (newest tensordict): its tests."
+    return run
+
 
 for _name in _local_packages():
-    nox.session(name=_name, python=PYTHON)(_package_session(_name))
+    nox.session(name=_name, python=PYTHON, allow_parallel=True)(_package_session(_name))
 
 
-@nox.session(default=False)
-@nox.parametrize("python", [_interpreter(v) for v in OTHER_PYTHONS], ids=OTHER_PYTHONS)
-def packages_py(session: nox.Session) -> None:
-    """Every package's tests on the other Pythons (one venv per Python, all packages in it).
-
-    PyPI has no CPU-only torch wheel for these Pythons, so torch comes as its default (CUDA)
-    build, which runs on the CPU: about 1 minute and 4.7 GB per Python.
-    """
-    names = _local_packages()
-    _install_local(session, names, TEST_EXTRAS)
-    _install(session, *CONSTRAINTS, *TEST_TOOLS)
-    _run_package_tests(session, names)
-
-
-@nox.session(python=PYTHON)
-def tensordict_latest(session: nox.Session) -> None:
-    """Every package's tests against the newest tensordict on the index."""
-    _tensordict_session(session, None)
-
-
-@nox.session(python=PYTHON)
+@nox.session(python=PYTHON, allow_parallel=True)
 def tensordict_min(session: nox.Session) -> None:
     """Every package's tests against the oldest tensordict our packages declare."""
-    _tensordict_session(session, _declared_tensordict_floor())
-
-
-@nox.session(python=PYTHON)
-def integration(session: nox.Session) -> None:
-    """Every package with its extras; the cross-package suite in integration_tests/."""
-    # rlcollectors[ray]: RayCollector's docstring example runs in test_docstring_examples
-    _install_local(session, _local_packages(), {"rllibs": "[all]", "rlcollectors": "[ray]"})
-    _install(
+    floor = _declared_floor("tensordict")
+    _install_local(
         session,
-        *CONSTRAINTS,
+        _local_packages(),
+        TEST_EXTRAS,
         *TEST_TOOLS,
-        "pytest-rerunfailures>=14",
-        "pyyaml",
-        "packaging",
-        "tqdm",
+        f"tensordict=={floor}",
+        drop=("tensordict",),
     )
-    # the README's demo (examples/demo.py: start-method choice, real runs, its summary)
-    session.run("pytest", "examples", "-q", *session.posargs)
-    # Workers start with spawn by default; the second run gives the seed's ParallelEnv fixture
-    # the fork start method, so both are exercised (see ../shared/spec/MOCKS.md, conftest).
-    session.run("pytest", "integration_tests", "-q", *session.posargs)
-    session.run(
-        "pytest", "integration_tests/test_env.py", "-q", "--mp_fork_if_no_cuda", *session.posargs
+    session.run("python", "-c", "import tensordict; print('tensordict', tensordict.__version__)")
+    _package_tests(session, _local_packages())
+
+
+# ----------------------------------------------------------------------------- the full venv
+
+
+@nox.session(python=PYTHON, allow_parallel=True)
+def full_env(session: nox.Session) -> None:
+    """The venv the cross-package sessions share: every package with every extra, the tools."""
+    _install_local(session, _local_packages(), FULL_EXTRAS, *FULL_TOOLS)
+
+
+@nox.session(python=False, requires=["full_env"], allow_parallel=True)
+def integration(session: nox.Session) -> None:
+    """The cross-package suite (spawn, the default start method) and the README demo's tests."""
+    _pytest_full(session, "examples")
+    _pytest_full(session, "integration_tests", "--ignore=integration_tests/downstream")
+
+
+@nox.session(python=False, requires=["full_env"], allow_parallel=True)
+def integration_fork(session: nox.Session) -> None:
+    """Every integration test that takes the seed's ParallelEnv fixture, under fork."""
+    _pytest_full(
+        session,
+        "integration_tests",
+        "--ignore=integration_tests/downstream",
+        "--mp_fork_if_no_cuda",
+        "--only-fork-fixture",
     )
 
 
-@nox.session(python=PYTHON)
+@nox.session(python=False, requires=["full_env"], allow_parallel=True)
 def rlcollectors_ray(session: nox.Session) -> None:
     """rlcollectors[ray]: RayCollector's tests (tests_ray/) on a real local Ray and cluster."""
-    _install_local(session, ["rlcollectors", "rlmocks"], {"rlcollectors": "[ray]"})
-    _install(session, *CONSTRAINTS, *TEST_TOOLS)
-    tests = PACKAGES_DIR / "rlcollectors" / "tests_ray"
-    session.run("pytest", str(tests), "-q", *session.posargs)
+    # a temp dir outside the venv: Ray's workers refuse to start inside one
+    _pytest_full(
+        session,
+        str(PACKAGES_DIR / "rlcollectors" / "tests_ray"),
+        env={"RAY_TMPDIR": tempfile.gettempdir()},
+    )
 
 
-@nox.session(python=PYTHON)
-def downstream(session: nox.Session) -> None:
-    """A downstream project's tests, with only rlspecs, rlcore and rlmocks installed."""
-    _install_local(session, ["rlmocks"], {})
-    _install(session, *CONSTRAINTS, *TEST_TOOLS)
-    session.run("pytest", "integration_tests/downstream", "-q", *session.posargs)
-
-
-@nox.session(python=PYTHON)
-def lint(session: nox.Session) -> None:
-    """ruff check, ruff format --check, the private-API boundary and the dependency-edge check."""
-    session.install("ruff==0.17.6")
-    session.run("ruff", "check", ".")
-    session.run("ruff", "format", "--check", ".")
-    session.run("python", str(ROOT / "tools" / "check_private_apis.py"), str(ROOT))
-    checker = ROOT.parent / "shared" / "tools" / "check_edges.py"
-    if checker.exists():
-        session.run("python", str(checker), str(ROOT))
-    else:
-        session.warn(f"{checker} not found: dependency-edge check skipped")
-
-
-@nox.session(python=PYTHON)
+@nox.session(python=False, requires=["full_env"], allow_parallel=True)
 def docs(session: nox.Session) -> None:
     """Build the documentation site (mkdocs --strict) and run every example on its pages."""
-    _install_local(
-        session, _local_packages(), {"rllibs": "[gym,atari,dmc]", "rlcollectors": "[ray]"}
-    )
-    _install(session, *CONSTRAINTS, "-r", str(ROOT / "docs" / "requirements.txt"))
     env = {"NO_MKDOCS_2_WARNING": "1"}
-    session.run("mkdocs", "build", "--strict", "-f", str(ROOT / "docs" / "mkdocs.yml"), env=env)
-    session.run(
-        "pytest", str(ROOT / "docs"), "-q", "-p", "no:cacheprovider", *session.posargs, env=env
+    _in_full_venv(
+        session, "mkdocs", "build", "--strict", "-f", str(ROOT / "docs" / "mkdocs.yml"), env=env
     )
+    _pytest_full(session, str(ROOT / "docs"), env=env)
 
 
-def _bench_install(session: nox.Session) -> None:
-    # torchrl (pinned with its tensordict in constraints.txt) runs beside ours in one process;
-    # envpool is optional: pip's exit code 1 (no wheel here) leaves its column out.
-    # rlcollectors[ray]: case 9 (RayCollector) is skipped without ray.
-    _install_local(
-        session,
-        ["rlbatched", "rllibs", "rlcollectors"],
-        {"rllibs": "[gym]", "rlcollectors": "[ray]"},
-    )
-    _install(session, *CONSTRAINTS, "torchrl", "matplotlib")
-    session.run_install(
-        "python", "-m", "pip", "install", *CONSTRAINTS, "envpool", success_codes=[0, 1]
-    )
-    _share_identical_files(session)
-
-
-@nox.session(python=PYTHON, default=False)
-def bench(session: nox.Session) -> None:
-    """Side-by-side benchmarks vs torchrl and gymnasium; writes benchmarks/results/."""
-    _bench_install(session)
-    session.run("python", str(ROOT / "benchmarks" / "run.py"), *session.posargs)
-
-
-@nox.session(python=PYTHON)
+@nox.session(python=False, requires=["full_env"], allow_parallel=True)
 def bench_smoke(session: nox.Session) -> None:
     """Every benchmark case with tiny counts (times mean nothing); results go to a temp dir."""
-    _bench_install(session)
-    out = session.create_tmp()
-    # create_tmp points TMPDIR into the venv, where Ray's workers refuse to start (case 9)
-    ray_tmp = {"RAY_TMPDIR": tempfile.gettempdir()}
-    session.run("python", str(ROOT / "benchmarks" / "run.py"), "--quick", "--out", out, env=ray_tmp)
+    out = tempfile.mkdtemp(prefix="bench-smoke-")
+    _in_full_venv(
+        session,
+        "python",
+        str(ROOT / "benchmarks" / "run.py"),
+        "--quick",
+        "--out",
+        out,
+        env={"RAY_TMPDIR": tempfile.gettempdir()},
+    )
+
+
+@nox.session(python=False, requires=["full_env"], default=False)
+def bench(session: nox.Session) -> None:
+    """Side-by-side benchmarks vs torchrl and gymnasium; writes benchmarks/results/."""
+    _in_full_venv(session, "python", str(ROOT / "benchmarks" / "run.py"), *session.posargs)
+
+
+# ----------------------------------------------------------------------------- wheels
 
 
 def _umbrella_pins_match() -> list[str]:
@@ -393,18 +442,26 @@ def _umbrella_pins_match() -> list[str]:
     return problems
 
 
-@nox.session(python=PYTHON)
+@nox.session(python=PYTHON, allow_parallel=True)
 def build(session: nox.Session) -> None:
     """A wheel and an sdist of every package and of the umbrella into dist/, then twine check."""
     problems = _umbrella_pins_match()
     if problems:
         session.error("; ".join(problems))
-    _install(session, "build>=1.2", "twine>=5")
+    _install(session, "build[uv]>=1.2", "twine>=5", with_torch=False)
     dist = ROOT / "dist"
     shutil.rmtree(dist, ignore_errors=True)
     for name in [*_local_packages(), UMBRELLA]:
         session.run(
-            "python", "-m", "build", "--outdir", str(dist), str(PACKAGES_DIR / name), silent=True
+            "python",
+            "-m",
+            "build",
+            "--installer",
+            "uv",
+            "--outdir",
+            str(dist),
+            str(PACKAGES_DIR / name),
+            silent=True,
         )
     built = sorted(dist.iterdir())
     session.run("twine", "check", "--strict", *map(str, built))
@@ -412,7 +469,7 @@ def build(session: nox.Session) -> None:
         session.log(f"{path.name}: {path.stat().st_size / 1024:.0f} KiB")
 
 
-@nox.session(python=PYTHON)
+@nox.session(python=PYTHON, requires=["build"], allow_parallel=True)
 def wheelhouse(session: nox.Session) -> None:
     """Install from dist/ into fresh venvs with one pip command each, as a user would; roll out."""
     wheels = {p.name.split("-")[0] for p in (ROOT / "dist").glob("*.whl")}
@@ -420,17 +477,70 @@ def wheelhouse(session: nox.Session) -> None:
         session.error("dist/ lacks wheels: run `nox -s build` first")
     session.run(
         "python",
-        str(ROOT / "tools" / "check_wheelhouse.py"),
+        str(TOOLS / "check_wheelhouse.py"),
         "--dist",
         str(ROOT / "dist"),
         "--constraints",
-        str(ROOT / "constraints.txt"),
+        str(CONSTRAINTS_FILE),
     )
+
+
+# ----------------------------------------------------------------------------- lint, dev, cuda
+
+LINT_TOOLS = ["ruff==0.17.6", "pytest>=8", "pytest-timeout>=2.3", "nox[uv]>=2026.10"]
+
+
+def _lint_checks(session: nox.Session) -> None:
+    session.run("ruff", "check", ".")
+    session.run("ruff", "format", "--check", ".")
+    session.run("python", str(TOOLS / "check_private_apis.py"), str(ROOT))
+    checker = ROOT.parent / "shared" / "tools" / "check_edges.py"
+    if checker.exists():
+        session.run("python", str(checker), str(ROOT))
+    else:
+        session.warn(f"{checker} not found: dependency-edge check skipped")
+    _pytest(session, str(TOOLS / "tests"))
+
+
+@nox.session(python=PYTHON, allow_parallel=True)
+def lint(session: nox.Session) -> None:
+    """ruff, the private-API boundary, dependency edges and layers, and the suite's own checks."""
+    _install(session, *LINT_TOOLS, with_torch=False)
+    _lint_checks(session)
+
+
+@nox.session(python=PYTHON, default=False)
+def dev(session: nox.Session) -> None:
+    """The contributor's loop: lint, then every package's fast tests (``-m "not slow"``).
+
+    One venv holds every package, installed editable (a source change needs no reinstall);
+    the full run (``nox``) runs the slow tests too, and each package alone.
+    """
+    _install_local(session, _local_packages(), FULL_EXTRAS, *TEST_TOOLS, *LINT_TOOLS, editable=True)
+    _lint_checks(session)
+    _package_tests(session, _local_packages(), "-m", "not slow")
+
+
+@nox.session(python=PYTHON, default=False)
+def cuda(session: nox.Session) -> None:
+    """Every CUDA case of every suite, with torch's CUDA build, on a machine with a GPU.
+
+    Fails without a CUDA device (``--cuda-only``), so it cannot pass by skipping everything.
+    """
+    _install_local(
+        session,
+        _local_packages(),
+        FULL_EXTRAS,
+        *TEST_TOOLS,
+        "pytest-rerunfailures>=14",
+        flavour="cuda",
+    )
+    _package_tests(session, _local_packages(), "--cuda-only")
+    _pytest(session, "integration_tests", "--ignore=integration_tests/downstream", "--cuda-only")
 
 
 @nox.session(python=PYTHON, default=False)
 def demo(session: nox.Session) -> None:
     """The README's demo: a random-policy rollout of a real env in a ParallelEnv."""
-    _install_local(session, ["rlbatched", "rllibs"], {"rllibs": "[gym,mujoco,dmc]"})
-    _install(session, *CONSTRAINTS, "tqdm")
+    _install_local(session, ["rlbatched", "rllibs"], {"rllibs": "[gym,mujoco,dmc]"}, "tqdm")
     session.run("python", str(ROOT / "examples" / "demo.py"), *session.posargs)

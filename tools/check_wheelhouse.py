@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Install from the wheelhouse into fresh virtualenvs, as a new user would, and run a rollout.
 
-For each scenario: a new venv, torch pinned first (``-c constraints.txt``), then ONE
+For each scenario: a new venv, torch first (its CPU build, from ``tools/torch_source.py``), then ONE
 ``pip install --find-links DIST <target>`` command; the distributions it added are compared
 with the expected set (our packages exactly, plus the named third-party ones), then a short
 rollout runs in that venv. Exit status 1 names the scenario and what differed.
@@ -19,6 +19,8 @@ import sys
 import tempfile
 import time
 import venv
+
+from torch_source import torch_source
 
 OURS = {
     "rlspecs",
@@ -85,7 +87,7 @@ def check(target: str, ours: set[str], third: set[str], script: str, args) -> li
         venv.EnvBuilder(with_pip=True).create(env_dir)
         python = env_dir / "bin" / "python"
         t0 = time.perf_counter()
-        _pip(python, "-c", str(args.constraints), "torch")
+        _pip(python, *torch_source().install_args())
         before = _installed(python)
         t1 = time.perf_counter()
         _pip(python, "-c", str(args.constraints), "--find-links", str(args.dist), target)

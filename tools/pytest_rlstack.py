@@ -1,0 +1,82 @@
+"""The pytest plugin every nox session loads (``-p pytest_rlstack``, ``tools/`` on the path).
+
+- **A per-test timeout is required**: a run without one (pytest-timeout's ``--timeout`` or
+  ``timeout`` ini value) stops at once with a usage error, so no session can hang until CI is
+  killed. ``@pytest.mark.timeout(n)`` on a test still overrides it.
+- **``slow``**: the marker of tests the contributor's loop (``nox -s dev``, ``-m "not slow"``)
+  leaves out; the full run takes them all. Tests that start worker processes with ``spawn`` or
+  ``forkserver`` (a parameter of that value; each such worker imports torch afresh) are slow
+  by rule, others by an explicit ``@pytest.mark.slow``.
+- **``--cuda-only``** (``nox -s cuda``): keeps only the tests that exercise CUDA (a ``cuda``
+  in their id, or a skip condition about CUDA) and fails at once without a CUDA device, so the
+  session cannot pass by skipping everything.
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+SLOW_START_METHODS = frozenset({"spawn", "forkserver"})
+CUDA_WORD = re.compile(r"cuda", re.IGNORECASE)
+NO_TIMEOUT = (
+    "pytest_rlstack: no per-test timeout is set; pass --timeout=<seconds> (pytest-timeout) so "
+    "that a hanging test fails and names itself"
+)
+NO_CUDA = "--cuda-only: torch sees no CUDA device here; run the cuda session on a GPU machine"
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--cuda-only",
+        action="store_true",
+        default=False,
+        help="run only the tests that exercise CUDA; fail without a CUDA device",
+    )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", "slow: a slow test (left out of the contributor's loop, nox -s dev)"
+    )
+    timeout = (
+        config.getoption("timeout", None) if config.pluginmanager.has_plugin("timeout") else None
+    )
+    if not timeout:
+        raise pytest.UsageError(NO_TIMEOUT)
+    if config.getoption("cuda_only"):
+        import torch
+
+        if not torch.cuda.is_available():
+            raise pytest.UsageError(NO_CUDA)
+
+
+def starts_slow_workers(item: pytest.Item) -> bool:
+    """Whether a test is parametrized with the ``spawn`` or ``forkserver`` start method."""
+    callspec = getattr(item, "callspec", None)
+    if callspec is None:
+        return False
+    return any(
+        isinstance(value, str) and value in SLOW_START_METHODS for value in callspec.params.values()
+    )
+
+
+def exercises_cuda(item: pytest.Item) -> bool:
+    """Whether a test is about CUDA: ``cuda`` in its id, or a skip condition about CUDA."""
+    if CUDA_WORD.search(item.nodeid):
+        return True
+    for mark in item.iter_markers("skipif"):
+        if CUDA_WORD.search(str(mark.kwargs.get("reason", ""))):
+            return True
+    return False
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        if starts_slow_workers(item):
+            item.add_marker(pytest.mark.slow)
+    if config.getoption("cuda_only"):
+        kept = [item for item in items if exercises_cuda(item)]
+        config.hook.pytest_deselected(items=[item for item in items if item not in kept])
+        items[:] = kept
