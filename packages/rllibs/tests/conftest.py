@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 
@@ -96,3 +100,23 @@ def counting_env_cls():
 @pytest.fixture
 def image_env_cls():
     return ImageGymEnv
+
+
+# What a renderer needs: an OpenGL context of the backend MuJoCo is told to use
+GL_PROBE = "import mujoco; c = mujoco.GLContext(8, 8); c.make_current(); c.free()"
+
+
+@pytest.fixture(scope="session")
+def gl_env() -> dict[str, str]:
+    """The environment of a rendering subprocess; skips the test where no OpenGL context of
+    that backend (``MUJOCO_GL``, EGL by default) can be made: the one reason a pixel test may
+    not run. Anything else the test does, it does with a renderer, and fails on its own."""
+    pytest.importorskip("mujoco")
+    env = {**os.environ, "MUJOCO_GL": os.environ.get("MUJOCO_GL", "egl")}
+    probe = subprocess.run(
+        [sys.executable, "-c", GL_PROBE], env=env, capture_output=True, text=True
+    )
+    if probe.returncode:
+        why = (probe.stderr.strip().splitlines() or ["no output"])[-1]
+        pytest.skip(f"no OpenGL renderer for MUJOCO_GL={env['MUJOCO_GL']}: {why}")
+    return env
