@@ -73,8 +73,11 @@ def test_encode_reshapes_same_numel_and_accepts_scalars():
     assert Unbounded((2, 2)).encode([1, 2, 3, 4]).shape == (2, 2)
 
 
-def test_encode_keeps_batched_values():
-    assert Unbounded(3).encode(np.zeros((5, 3))).shape == (5, 3)
+def test_encode_keeps_batched_tensors_but_not_batched_arrays():
+    """As torchrl 0.4: a tensor may carry batch dims, an array must hold the spec's elements."""
+    assert Unbounded(3).encode(torch.zeros(5, 3)).shape == (5, 3)
+    with pytest.raises(RuntimeError, match="Shape mismatch"):
+        Unbounded(3).encode(np.zeros((5, 3)))
 
 
 def test_encode_read_only_numpy_array():

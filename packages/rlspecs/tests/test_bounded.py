@@ -47,11 +47,13 @@ def test_low_above_high_raises():
 
 
 def test_mismatched_bound_shapes_raise():
-    message = BOUNDS_SHAPE.format(low=torch.Size([3]), high=torch.Size([2]), shape=torch.Size([3]))
+    message = BOUNDS_SHAPE.format(low=torch.Size([3]), high=torch.Size([2]), shape=torch.Size([2]))
     with pytest.raises(ValueError, match=re.escape(message)):
-        Bounded(torch.zeros(3), torch.ones(2), (3,))
+        Bounded(torch.zeros(3), torch.ones(2), (2,))
     with pytest.raises(ValueError, match=re.escape("do not broadcast")):
         Bounded(torch.zeros(3), torch.ones(2))
+    with pytest.raises(RuntimeError, match=re.escape("got high of shape (2,) for shape (3,)")):
+        Bounded(torch.zeros(3), torch.ones(2), (3,))
 
 
 def test_bad_keyword_arguments_raise():

@@ -315,7 +315,7 @@ def test_ndim_and_dtype(spec, batch):
 def test_repr_shows_keys(spec):
     text = repr(spec)
     assert "obs:" in text and "reward:" in text and "shape=" in text
-    assert repr(Composite()) == "Composite(shape=(), device=None)"
+    assert repr(Composite()) == "Composite(\n, device=None, shape=torch.Size([]))"
 
 
 def test_too_many_positional_arguments():

@@ -376,12 +376,17 @@ class TestUnbind:
         with pytest.raises(ValueError, match="domain dims cannot be unbound"):
             spec.unbind(-1)
 
-    def test_bounded_unbinds_any_dim(self):
+    def test_bounded_unbinds_leading_dims_only(self):
+        """As torchrl 0.4: ``unbind(-1)`` (and ``ndim``) raise, a positive last dim unbinds."""
         spec = BoundedTensorSpec(-torch.ones(5, 4), torch.ones(5, 4))
         assert spec == torch.stack(spec.unbind(0), 0)
-        assert spec == torch.stack(spec.unbind(-1), -1)
-        with pytest.raises(ValueError, match="cannot unbind"):
+        assert spec == torch.stack(spec.unbind(1), 1)
+        with pytest.raises(ValueError, match="Final dimension of Bounded must remain unchanged"):
+            spec.unbind(-1)
+        with pytest.raises(ValueError, match="Final dimension of Bounded must remain unchanged"):
             spec.unbind(2)
+        with pytest.raises(ValueError, match=r"Cannot unbind along dim -3 with shape \(5, 4\)"):
+            spec.unbind(-3)
 
     def test_composite(self):
         spec = CompositeSpec(a=UnboundedContinuousTensorSpec((5, 3)), shape=(5,))

@@ -1,18 +1,21 @@
 """Typed tensor specs: shapes, dtypes, devices and domains of reinforcement-learning data."""
 
+from ._api import set_spec_api, spec_api
 from ._base import DEVICE_TYPING, TensorSpec, parse_device, parse_shape
 from ._bounded import Bounded
 from ._categorical import Binary, Categorical, MultiCategorical
+from ._choice import Choice
 from ._composite import Composite
-from ._errors import SpecKeyTypeError, SpecShapeError, SpecStackError
 from ._keys import NestedKey, is_nested_key, unravel_key
 from ._non_tensor import NonTensor
 from ._one_hot import MultiOneHot, OneHot
 from ._spaces import BinaryBox, Box, BoxList, CategoricalBox, ContinuousBox, DiscreteBox
-from ._stack import Stacked, StackedComposite, stack_specs
+from ._stack import Stacked
+from ._stacked_composite import StackedComposite, stack_specs
 from ._unbounded import Unbounded
-from ._utils import consolidate_spec, make_composite_from_td
+from ._utils import check_no_exclusive_keys, consolidate_spec, make_composite_from_td
 from ._version import __version__
+from .errors import SpecDomainError, SpecError, SpecKeyTypeError, SpecShapeError, SpecStackError
 
 # seed-era aliases: the same class objects under torchrl's older names
 CompositeSpec = Composite
@@ -40,6 +43,7 @@ __all__ = [
     "MultiCategorical",
     "Binary",
     "NonTensor",
+    "Choice",
     # containers and lazy stacks
     "Composite",
     "Stacked",
@@ -51,14 +55,20 @@ __all__ = [
     "DiscreteBox",
     "BinaryBox",
     "BoxList",
-    # errors
+    # errors (rlspecs.errors)
+    "SpecError",
     "SpecShapeError",
     "SpecStackError",
     "SpecKeyTypeError",
+    "SpecDomainError",
+    # which torchrl release rlspecs follows where 0.4 and current torchrl differ
+    "set_spec_api",
+    "spec_api",
     # helpers
     "stack_specs",
     "make_composite_from_td",
     "consolidate_spec",
+    "check_no_exclusive_keys",
     "NestedKey",
     "is_nested_key",
     "unravel_key",

@@ -4,15 +4,23 @@ from __future__ import annotations
 
 import copy
 import os
+import textwrap
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 import torch
 
-from ._errors import SpecShapeError
-from ._indexing import _index_tensor, indexed_shape, normalize_index
+from ._indexing import (
+    NESTED_LIST_INDEX,
+    _index_tensor,
+    indexed_shape,
+    is_nested_list,
+    normalize_index,
+)
+from ._memo import MEMO_KEY, MemoizedEncode, plain_encode
 from ._observers import TRACKED_ATTRIBUTES, attribute_changed
+from .errors import SpecShapeError
 
 DEVICE_TYPING = torch.device | str | int
 DeviceLike = DEVICE_TYPING | None
@@ -20,7 +28,10 @@ ShapeLike = int | Sequence[int] | torch.Size
 
 BAD_DEVICE = "cannot parse device {device!r}: expected None, an int, a str such as 'cpu' or 'cuda:0', or a torch.device"
 BAD_SHAPE = "cannot parse shape {shape!r}: expected an int or a sequence of ints"
-ENCODE_SHAPE = "cannot encode a value of shape {got} into a {cls} of shape {expected}"
+ENCODE_SHAPE = (
+    "Shape mismatch: cannot encode a value of shape {got} into a {cls} of shape {expected} "
+    "(a non-tensor value must hold exactly the spec's elements)"
+)
 EXPAND_SHAPE = (
     "cannot expand a {cls} of shape {shape} to {new}: each trailing dim must match or be 1"
 )
@@ -42,6 +53,8 @@ NO_RAND = "{cls} does not implement rand"
 NO_INDEX = (
     "{cls}.index is not defined: only one-hot and categorical specs index tensors with their values"
 )
+NO_CARDINALITY = "`cardinality` is not implemented for {cls} specs."
+NO_ENUMERATE = "enumerate is not implemented for spec of class {cls}."
 NOT_IN_SPEC = "value of shape {shape} and dtype {dtype} is not in {spec!r}"
 TYPE_CHECK = "value.dtype={got} but {cls}.dtype={expected}{where}"
 
@@ -130,7 +143,23 @@ def _is_floating(dtype: torch.dtype) -> bool:
 SPEC_HANDLED_FUNCTIONS: dict[Callable, Callable] = {}
 
 
-class TensorSpec:
+# every spec class by name, so that specs converting into one another (a ``Categorical``'s
+# one-hot spec, a ``OneHot``'s labels) refer to each other without importing each other
+_SPEC_CLASSES: dict[str, type] = {}
+
+
+def spec_class(name: str) -> type:
+    """The spec class named ``name`` (``"OneHot"``, ``"Categorical"``, ...).
+
+    Examples:
+        >>> import rlspecs
+        >>> spec_class("OneHot") is rlspecs.OneHot
+        True
+    """
+    return _SPEC_CLASSES[name]
+
+
+class TensorSpec(MemoizedEncode):
     """Abstract description of a tensor: its ``shape``, ``dtype``, ``device`` and domain.
 
     A leaf built with ``device=None`` lives on torch's default device (the CPU unless changed).
@@ -153,11 +182,19 @@ class TensorSpec:
 
     # tensor attributes that have the spec's full shape (indexed, expanded, moved with the spec)
     _tensor_attrs: tuple[str, ...] = ()
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        _SPEC_CLASSES.setdefault(cls.__name__, cls)
+
     # optional tensor attributes (None or a tensor) shaped (*batch dims, *own trailing dims),
     # where the batch dims are the spec's dims before its domain dims (the action mask)
     _batch_attrs: tuple[str, ...] = ()
     # trailing dims that belong to the domain (a one-hot's last dim): never indexed nor squeezed
     _domain_ndim: int = 0
+    # whether a nested-list index (spec[[[0, 1], [1, 2]]]) is read as a tensor index, as torchrl
+    # 0.4 does for most specs; Bounded and MultiCategorical refuse it there (NotImplementedError)
+    _nested_list_index: bool = True
 
     shape: torch.Size
     dtype: torch.dtype | None
@@ -178,11 +215,14 @@ class TensorSpec:
             attribute_changed(self)
 
     def __getstate__(self) -> dict[str, Any]:
-        # observers (an env's cache reset) stay with the original: copies and pickles drop them
+        # observers (an env's cache reset) stay with the original: copies and pickles drop them;
+        # a memoized encode stays memoized but forgets its plans
         state = self.__dict__
-        if "_on_change" in state:
+        if "_on_change" in state or state.get(MEMO_KEY):
             state = dict(state)
-            del state["_on_change"]
+            state.pop("_on_change", None)
+            if state.get(MEMO_KEY):
+                state[MEMO_KEY] = {}
         return state
 
     # ------------------------------------------------------------------ basic attributes
@@ -289,26 +329,32 @@ class TensorSpec:
     def _project(self, val: torch.Tensor) -> torch.Tensor:
         return val.to(self.dtype)
 
-    def encode(self, val: Any, *, ignore_device: bool = False) -> torch.Tensor:
-        """Turn a NumPy array, Python scalar or tensor into a tensor of this spec's dtype/device.
-
-        A value whose shape differs from the spec's but holds as many elements is reshaped; any
-        other shape mismatch raises a ``SpecShapeError`` (a ``ValueError`` and a
-        ``RuntimeError``) naming both shapes.
-        """
+    @plain_encode
+    def _encode_eager(self, val: Any, *, ignore_device: bool = False) -> Any:
         device = None if ignore_device else self.device
+        is_tensor = isinstance(val, torch.Tensor)
         if isinstance(val, np.ndarray) and not val.flags.writeable:
             val = val.copy()
         val = torch.as_tensor(val, dtype=self.dtype, device=device)
         shape = self.shape
         ndim = len(shape)
-        if val.shape != shape and not (val.ndim > ndim and val.shape[val.ndim - ndim :] == shape):
+        if val.shape != shape and not (
+            is_tensor and val.ndim > ndim and val.shape[val.ndim - ndim :] == shape
+        ):
             if val.numel() != shape.numel():
                 raise SpecShapeError(
                     ENCODE_SHAPE.format(got=val.shape, cls=type(self).__name__, expected=shape)
                 )
             val = val.reshape(shape)
         return val
+
+    def cardinality(self) -> int | float | torch.Tensor:
+        """The number of values a sample can take (current torchrl); see each spec class."""
+        raise NotImplementedError(NO_CARDINALITY.format(cls=type(self).__name__))
+
+    def enumerate(self, use_mask: bool = False) -> Any:
+        """Every value a sample can take, stacked along a new first dim (discrete specs only)."""
+        raise NotImplementedError(NO_ENUMERATE.format(cls=type(self).__name__))
 
     def to_numpy(self, val: torch.Tensor, safe: bool | None = None) -> np.ndarray:
         """The NumPy array of ``val``; with ``safe`` (default: ``CHECK_SPEC_ENCODE``) check it first.
@@ -328,6 +374,7 @@ class TensorSpec:
     # ------------------------------------------------------------------ copies and moves
     def _replace(self, **attrs: Any) -> TensorSpec:
         new = copy.copy(self)
+        new.__dict__.pop(MEMO_KEY, None)  # copies encode eagerly, as torchrl's new specs do
         for name, value in attrs.items():
             setattr(new, name, value)
         return new
@@ -462,7 +509,11 @@ class TensorSpec:
         """Index the batch dims (int, slice, range, list, array, tensor, None, ellipsis).
 
         Indexing works as on a sample; the domain dims (a one-hot's last dim) are never indexed.
+        A nested list is read as a tensor index (``Bounded`` and ``MultiCategorical`` refuse it
+        with ``NotImplementedError``, as in torchrl).
         """
+        if not self._nested_list_index and is_nested_list(idx):
+            raise NotImplementedError(NESTED_LIST_INDEX.format(idx=idx))
         nbatch = self._nbatch
         idx = normalize_index(idx, self.shape[:nbatch])
         new = torch.Size((*indexed_shape(self.shape[:nbatch], idx), *self.shape[nbatch:]))
@@ -515,16 +566,20 @@ class TensorSpec:
 
     __hash__ = None  # equality is by value
 
-    def _repr_fields(self) -> str:
-        return ""
+    def _repr_lines(self) -> list[str]:
+        """The ``name=value`` lines of the repr (torchrl's fields, plus a mask when one is set)."""
+        lines = [f"shape={self.shape}", f"space={self.space}"]
+        mask = self.__dict__.get("mask")
+        if mask is not None:
+            lines.append(
+                f"mask=Tensor(shape={mask.shape}, device={mask.device}, dtype={mask.dtype})"
+            )
+        return [*lines, f"device={self.device}", f"dtype={self.dtype}", f"domain={self.domain}"]
 
     def __repr__(self) -> str:
-        extra = self._repr_fields()
-        extra = f", {extra}" if extra else ""
-        return (
-            f"{type(self).__name__}(shape={tuple(self.shape)}, dtype={self.dtype}, "
-            f"device={self.device}{extra})"
-        )
+        """torchrl's layout: the class name, then one indented ``name=value`` line per field."""
+        body = ",\n".join(textwrap.indent(line, "    ") for line in self._repr_lines())
+        return f"{type(self).__name__}(\n{body})"
 
     # ------------------------------------------------------------------ torch function dispatch
     @classmethod

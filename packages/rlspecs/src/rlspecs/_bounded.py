@@ -2,12 +2,23 @@
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 import torch
 
-from ._base import DeviceLike, ShapeLike, TensorSpec, _is_floating, parse_shape
+from ._api import is_current
+from ._base import (
+    NO_ENUMERATE,
+    DeviceLike,
+    ShapeLike,
+    TensorSpec,
+    _is_floating,
+    parse_shape,
+    spec_class,
+)
 from ._spaces import ContinuousBox
+from .errors import SpecShapeError
 
 BOUNDS_MISSING = "Bounded needs both bounds: pass low/high (or minimum/maximum)"
 BOUNDS_TWICE = "Bounded got both {new}= and {old}=; pass only one"
@@ -16,15 +27,40 @@ BOUNDS_SHAPE = (
     "Bounded bounds of shapes low={low} and high={high} do not broadcast to shape {shape}"
 )
 BOUNDS_ORDER = "Bounded needs low <= high everywhere, got low={low} and high={high}"
+BOUNDS_ND_SHAPE = (
+    "Bounded requires the shape to be explicitly (via the shape argument) or implicitly defined "
+    "(via either the minimum or the maximum or both). If the maximum and/or the minimum have a "
+    "non-singleton shape, they must match the provided shape if this one is set explicitly: got "
+    "{name} of shape {got} for shape {shape}."
+)
+BOUNDS_REMOVED = "'{old}' has been removed. Please use '{new}' instead."
+IS_IN_SHAPE = (
+    "Got a shape mismatch: a value of shape {got} does not broadcast with the shape {shape} of "
+    "this {cls}"
+)
+UNBIND_LAST = (
+    "Final dimension of {cls} must remain unchanged: cannot unbind dim {dim} of shape {shape} "
+    "(unbind a leading dim instead)"
+)
+UNBIND_RANGE = "Cannot unbind along dim {dim} with shape {shape}."
+NO_INDEX = (
+    "Indexing not implemented for Bounded: only one-hot and categorical specs index tensors "
+    "with their values"
+)
 
 
 class Bounded(TensorSpec):
     """A tensor whose values lie in ``[low, high]`` (elementwise; bounds are scalars or tensors).
 
-    ``minimum``/``maximum`` are accepted for ``low``/``high`` (and ``domain=`` as in torchrl).
-    The shape defaults to the broadcast shape of the bounds. Integer dtypes sample integers
-    with ``high`` included. A ``Bounded`` whose bounds span its dtype's whole range equals the
-    ``Unbounded`` of that dtype, as in torchrl 0.4.
+    ``minimum``/``maximum`` are accepted for ``low``/``high`` as in torchrl 0.4 (current
+    torchrl's ``TypeError`` under ``set_spec_api("current")``), and ``domain=`` as in torchrl.
+    The shape defaults to the broadcast shape of the bounds; with an explicit shape, a bound
+    that is not a scalar must have exactly that shape (``SpecShapeError``, a ``RuntimeError``
+    as in torchrl). Integer dtypes sample integers with ``high`` included. A ``Bounded`` whose
+    bounds span its dtype's whole range equals the ``Unbounded`` of that dtype, as in torchrl.
+    ``space`` is the box of the bounds: setting ``spec.space.low`` sets ``spec.low``.
+
+    Cardinality is infinite; ``enumerate`` raises. ``unbind(-1)`` raises, as in torchrl.
 
     Examples:
         >>> spec = Bounded(-1.0, 1.0, shape=(2,))
@@ -35,6 +71,7 @@ class Bounded(TensorSpec):
     """
 
     _tensor_attrs = ("low", "high")
+    _nested_list_index = False  # torchrl refuses nested-list indices on Bounded
 
     def __init__(
         self,
@@ -45,6 +82,9 @@ class Bounded(TensorSpec):
         dtype: torch.dtype | None = None,
         **kwargs: Any,
     ) -> None:
+        for old, new in (("maximum", "high"), ("minimum", "low")):
+            if old in kwargs and is_current():
+                raise TypeError(BOUNDS_REMOVED.format(old=old, new=new))
         for new, old in (("low", "minimum"), ("high", "maximum")):
             if old in kwargs:
                 if (low if new == "low" else high) is not None:
@@ -67,16 +107,22 @@ class Bounded(TensorSpec):
             try:
                 self.shape = torch.broadcast_shapes(low_t.shape, high_t.shape)
             except RuntimeError as err:
-                raise ValueError(
+                raise SpecShapeError(
                     BOUNDS_SHAPE.format(low=low_t.shape, high=high_t.shape, shape=None)
                 ) from err
         else:
             self.shape = parse_shape(shape)
+            # as torchrl: the bound that fixes the shape (high, or low when high is a scalar)
+            name, ref = ("high", high_t) if high_t.ndim else ("low", low_t)
+            if ref.ndim and ref.shape != self.shape:
+                raise SpecShapeError(
+                    BOUNDS_ND_SHAPE.format(name=name, got=tuple(ref.shape), shape=tuple(self.shape))
+                )
         try:
             self.low = low_t.expand(self.shape).clone()
             self.high = high_t.expand(self.shape).clone()
         except RuntimeError as err:
-            raise ValueError(
+            raise SpecShapeError(
                 BOUNDS_SHAPE.format(low=low_t.shape, high=high_t.shape, shape=self.shape)
             ) from err
         if (self.low > self.high).any():
@@ -133,8 +179,60 @@ class Bounded(TensorSpec):
         return self.high
 
     def _default_space(self) -> ContinuousBox:
-        """The box ``[low, high]``."""
-        return ContinuousBox(self.low, self.high)
+        """The box ``[low, high]``, tied to this spec (assigning its bounds sets the spec's)."""
+        return ContinuousBox(self.low, self.high, owner=self)
+
+    def index(self, index: torch.Tensor, tensor_to_index: torch.Tensor) -> torch.Tensor:
+        """Not defined for a box (``NotImplementedError``, as in torchrl)."""
+        raise NotImplementedError(NO_INDEX)
+
+    def enumerate(self, use_mask: bool = False) -> Any:
+        """Not defined for a box (``NotImplementedError``, as in current torchrl)."""
+        raise NotImplementedError(NO_ENUMERATE.format(cls=type(self).__name__))
+
+    def cardinality(self) -> float:
+        """``inf``: a box holds infinitely many values (as in current torchrl)."""
+        return float("inf")
+
+    def is_in(self, val: Any) -> bool:
+        """Whether ``val`` has the spec's dtype and trailing shape and lies in ``[low, high]``.
+
+        A tensor whose shape does not broadcast with the spec's gives ``False`` with a
+        ``UserWarning`` (torchrl 0.4), or raises ``SpecShapeError`` (a ``RuntimeError``) under
+        ``set_spec_api("current")``.
+        """
+        if isinstance(val, torch.Tensor):
+            try:
+                torch.broadcast_shapes(val.shape, self.shape)
+            except RuntimeError as err:
+                message = IS_IN_SHAPE.format(
+                    got=tuple(val.shape), shape=tuple(self.shape), cls=type(self).__name__
+                )
+                if is_current():
+                    raise SpecShapeError(message) from err
+                warnings.warn(message, UserWarning, stacklevel=2)
+                return False
+        return super().is_in(val)
+
+    def unbind(self, dim: int = 0) -> tuple[TensorSpec, ...]:
+        """Split along ``dim``; as in torchrl, ``-1`` (and ``ndim``) raise ``ValueError``."""
+        cls, shape = type(self).__name__, tuple(self.shape)
+        if dim in (self.ndim, -1):
+            raise ValueError(UNBIND_LAST.format(cls=cls, dim=dim, shape=shape))
+        if dim < -self.ndim:
+            raise ValueError(UNBIND_RANGE.format(dim=dim, shape=shape))
+        return super().unbind(dim)
+
+    def __eq__(self, other: object) -> bool:
+        # an assigned space replaces the bounds in the comparison, as torchrl compares spaces
+        if type(other) is type(self) and ("_space" in self.__dict__ or "_space" in other.__dict__):
+            return (
+                self.shape == other.shape
+                and self.dtype == other.dtype
+                and self.device == other.device
+                and self.space == other.space
+            )
+        return super().__eq__(other)
 
     def _cast_attrs(self, dtype: torch.dtype) -> dict[str, Any]:
         return {"low": self.low.to(dtype), "high": self.high.to(dtype)}
@@ -182,9 +280,4 @@ class Bounded(TensorSpec):
         return torch.maximum(torch.minimum(val, self.high), self.low)
 
     def _eq_other_class(self, other: object) -> bool:
-        from ._unbounded import Unbounded
-
-        return isinstance(other, Unbounded) and other._eq_other_class(self)
-
-    def _repr_fields(self) -> str:
-        return f"low={self.low}, high={self.high}"
+        return isinstance(other, spec_class("Unbounded")) and other._eq_other_class(self)

@@ -9,7 +9,23 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from ._base import CHECK_SPEC_ENCODE, DeviceLike, ShapeLike, TensorSpec, _is_floating, parse_shape
+from ._api import is_current
+from ._base import (
+    CHECK_SPEC_ENCODE,
+    DeviceLike,
+    ShapeLike,
+    TensorSpec,
+    _is_floating,
+    parse_shape,
+    spec_class,
+)
+from ._enumerate import (
+    binary_values,
+    categorical_values,
+    multi_categorical_values,
+    nvec_row,
+)
+from ._indexing import pick
 from ._masks import check_mask, labels_allowed, mask_row, masked_labels, replace_disallowed
 from ._spaces import BinaryBox, Box, BoxList, CategoricalBox
 
@@ -18,6 +34,7 @@ BAD_NVEC = "{cls} needs every entry of nvec >= 1, got nvec={nvec}"
 NVEC_SHAPE = "{cls} nvec of shape {nvec} does not broadcast to shape {shape}"
 BINARY_NO_SIZE = "Binary needs n or shape"
 BINARY_N_SHAPE = "Binary got n={n} but shape {shape}: the last dim must be n"
+BINARY_EMPTY_SHAPE = "'n' must be zero for spec Binary when using an empty shape (got n={n})"
 BINARY_NO_MASK = "Binary specs take no mask: use a Categorical or MultiCategorical to mask actions"
 NVEC_NOT_UNIFORM = "{cls}.to_one_hot needs the same nvec across batch dims, got nvec={nvec}"
 
@@ -31,13 +48,6 @@ def _randint(n: int, shape: torch.Size, dtype: torch.dtype, device) -> torch.Ten
 def _check(spec: TensorSpec, val: torch.Tensor, safe: bool | None) -> None:
     if CHECK_SPEC_ENCODE if safe is None else safe:
         spec.assert_is_in(val)
-
-
-def _pick(tensor_to_index: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-    """``tensor_to_index`` gathered along its last dim at ``labels`` (leading dims broadcast)."""
-    shape = torch.broadcast_shapes(tensor_to_index.shape[:-1], labels.shape[:-1])
-    source = tensor_to_index.expand(*shape, tensor_to_index.shape[-1])
-    return source.gather(-1, labels.long().expand(*shape, labels.shape[-1]))
 
 
 class Categorical(TensorSpec):
@@ -122,6 +132,24 @@ class Categorical(TensorSpec):
             val = replace_disallowed(self.mask, val, type(self).__name__)
         return val.to(self.dtype)
 
+    def cardinality(self) -> int:
+        """``n``: the number of categories (as in current torchrl)."""
+        return self.n
+
+    def enumerate(self, use_mask: bool = False) -> torch.Tensor:
+        """The labels ``0..n-1`` stacked along a new first dim, shape ``(n, *shape)``.
+
+        With ``use_mask`` only the labels the mask allows (one mask row shared by every batch
+        entry; ``IndexError`` otherwise).
+
+        Examples:
+            >>> Categorical(3, shape=(2,)).enumerate()
+            tensor([[0, 0],
+                    [1, 1],
+                    [2, 2]])
+        """
+        return categorical_values(self, use_mask)
+
     def to_one_hot(self, val: torch.Tensor, safe: bool | None = None) -> torch.Tensor:
         """Turn labels into one-hot booleans with a trailing dim of size ``n``.
 
@@ -132,9 +160,9 @@ class Categorical(TensorSpec):
 
     def to_one_hot_spec(self) -> TensorSpec:
         """The ``OneHot`` spec matching ``to_one_hot``'s output (the mask carries over)."""
-        from ._one_hot import OneHot
-
-        return OneHot(self.n, shape=(*self.shape, self.n), device=self.device, mask=self.mask)
+        return spec_class("OneHot")(
+            self.n, shape=(*self.shape, self.n), device=self.device, mask=self.mask
+        )
 
     def index(self, index: torch.Tensor, tensor_to_index: torch.Tensor) -> torch.Tensor:
         """Entries of ``tensor_to_index`` (last dim: one per category) at the labels ``index``.
@@ -146,7 +174,7 @@ class Categorical(TensorSpec):
             tensor([[2],
                     [3]])
         """
-        return _pick(tensor_to_index, index.unsqueeze(-1))
+        return pick(tensor_to_index, index.unsqueeze(-1))
 
     def to_numpy(self, val: torch.Tensor, safe: bool | None = None) -> np.ndarray:
         """The labels as a NumPy array (checked first when ``safe``)."""
@@ -158,10 +186,6 @@ class Categorical(TensorSpec):
     def _eq_other_class(self, other: object) -> bool:
         return type(other) is Binary and other._eq_other_class(self)
 
-    def _repr_fields(self) -> str:
-        mask = "" if self.mask is None else ", masked"
-        return f"n={self.n}{mask}"
-
 
 class Binary(Categorical):
     """A tensor of independent 0/1 flags; ``n`` (the last dim) flags per sample.
@@ -169,6 +193,8 @@ class Binary(Categorical):
     It is a ``Categorical`` with two categories (``spec.n == 2``) whose last dim holds the flags
     (a domain dim: never indexed, squeezed or unbound); the default dtype is ``int8``. As in
     torchrl 0.4, it equals a ``Categorical(2)`` of the same shape, dtype and device.
+    ``unsqueeze(-1)`` appends a dim of one flag (the former flags become a batch dim), as in
+    current torchrl. ``enumerate`` gives all ``2 ** n`` combinations of the flags.
 
     Examples:
         >>> spec = Binary(4)
@@ -188,6 +214,8 @@ class Binary(Categorical):
         if shape is None or not len(parse_shape(shape)):
             if n is None:
                 raise TypeError(BINARY_NO_SIZE)
+            if shape is not None and n and is_current():
+                raise ValueError(BINARY_EMPTY_SHAPE.format(n=n))
             shape = (int(n),)
         shape = parse_shape(shape)
         if n is not None and shape[-1] != n:
@@ -206,6 +234,28 @@ class Binary(Categorical):
     def index(self, index: torch.Tensor, tensor_to_index: torch.Tensor) -> torch.Tensor:
         """Not defined for flags (raises ``NotImplementedError``)."""
         return TensorSpec.index(self, index, tensor_to_index)
+
+    def cardinality(self) -> int:
+        """``2 ** n``: every combination of the ``n`` flags."""
+        return 2 ** self.shape[-1]
+
+    def enumerate(self, use_mask: bool = False) -> torch.Tensor:
+        """Every combination of the flags, shape ``(2 ** n, *shape)`` (``use_mask``: no mask here).
+
+        Examples:
+            >>> Binary(2).enumerate()
+            tensor([[0, 0],
+                    [0, 1],
+                    [1, 0],
+                    [1, 1]], dtype=torch.int8)
+        """
+        return binary_values(self)
+
+    def unsqueeze(self, dim: int) -> TensorSpec:
+        """Insert a dim of size 1; at the end (``-1``), it holds one flag per former flag."""
+        if dim in (-1, self.ndim):
+            return self._reshaped(torch.Size((*self.shape, 1)))
+        return super().unsqueeze(dim)
 
     def _in_domain(self, val: torch.Tensor) -> bool:
         if val.dtype == torch.bool:
@@ -246,6 +296,7 @@ class MultiCategorical(TensorSpec):
     _tensor_attrs = ("nvec",)
     _batch_attrs = ("mask",)
     _domain_ndim = 1
+    _nested_list_index = False  # torchrl refuses nested-list indices on MultiCategorical
     mask: torch.Tensor | None = None
 
     def __init__(
@@ -390,6 +441,28 @@ class MultiCategorical(TensorSpec):
         val = val.to(self.dtype)
         return val.squeeze(-1) if squeeze else val
 
+    def cardinality(self) -> int:
+        """The product of ``nvec`` (one row shared by every batch entry; ``ValueError`` else)."""
+        out = 1
+        for n in nvec_row(self):
+            out *= n
+        return out
+
+    def enumerate(self, use_mask: bool = False) -> torch.Tensor:
+        """Every combination of labels, shape ``(prod(nvec), *shape)``, as in current torchrl.
+
+        A masked spec raises ``RuntimeError``, ``use_mask=True`` ``NotImplementedError`` and
+        ``nvec`` rows that differ across batch dims ``ValueError`` (torchrl's errors).
+
+        Examples:
+            >>> MultiCategorical([2, 2]).enumerate()
+            tensor([[0, 0],
+                    [0, 1],
+                    [1, 0],
+                    [1, 1]])
+        """
+        return multi_categorical_values(self, use_mask)
+
     def to_one_hot(self, val: torch.Tensor, safe: bool | None = None) -> torch.Tensor:
         """Concatenate the one-hot encodings of each entry along the last dim."""
         _check(self, val, safe)
@@ -399,10 +472,8 @@ class MultiCategorical(TensorSpec):
 
     def to_one_hot_spec(self) -> TensorSpec:
         """The ``MultiOneHot`` spec matching ``to_one_hot``'s output (the mask carries over)."""
-        from ._one_hot import MultiOneHot
-
         row = self._row()
-        return MultiOneHot(
+        return spec_class("MultiOneHot")(
             row, shape=(*self.shape[:-1], sum(row)), device=self.device, mask=self.mask
         )
 
@@ -416,8 +487,4 @@ class MultiCategorical(TensorSpec):
         """
         row = self._row()
         offsets = torch.tensor([0, *row[:-1]], device=index.device).cumsum(0)
-        return _pick(tensor_to_index, self._unsqueezed(index).long() + offsets)
-
-    def _repr_fields(self) -> str:
-        mask = "" if self.mask is None else ", masked"
-        return f"nvec={self.nvec.tolist()}{mask}"
+        return pick(tensor_to_index, self._unsqueezed(index).long() + offsets)

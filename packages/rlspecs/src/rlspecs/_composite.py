@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import torch
@@ -20,10 +20,14 @@ from ._base import (
     parse_device,
     parse_shape,
 )
-from ._errors import SpecKeyTypeError
+from ._composite_keys import _MISSING, _CompositeKeys
+from ._enumerate import composite_values, product
 from ._indexing import indexed_shape, normalize_index
 from ._keys import NestedKey, is_nested_key, unravel_key
-from ._observers import adopt, notify, observe, unobserve
+from ._memo import MEMO_KEY, MemoizedEntries
+from ._observers import Observable, adopt, notify
+from ._repr import composite_repr
+from .errors import SpecKeyTypeError
 from .private_apis import td_new
 
 # "CompositeSpec." also matches torchrl's own text, "Cannot modify a locked CompositeSpec."
@@ -52,43 +56,13 @@ TOO_MANY_ARGS = "Composite takes at most one positional argument (a mapping), go
 NOT_A_COMPOSITE = "key {key!r} leads through a {cls}, not a Composite"
 
 _NO_DEFAULT = object()
-_MISSING = object()
 
 
 def _to(spec: TensorSpec | None, device: torch.device | None) -> TensorSpec | None:
     return None if spec is None else spec.to(device)
 
 
-class _CompositeKeys:
-    """A live view of a composite's keys (supports ``in``, ``len`` and iteration)."""
-
-    __slots__ = ("_spec", "_nested", "_leaves")
-
-    def __init__(self, spec: Composite, include_nested: bool, leaves_only: bool) -> None:
-        self._spec, self._nested, self._leaves = spec, include_nested, leaves_only
-
-    def __iter__(self) -> Iterator[NestedKey]:
-        return self._spec._iter_keys(self._nested, self._leaves, ())
-
-    def __len__(self) -> int:
-        return sum(1 for _ in self)
-
-    def __contains__(self, key: object) -> bool:
-        if not is_nested_key(key):
-            return False
-        path = unravel_key(key)
-        if len(path) > 1 and not self._nested:
-            return False
-        spec = self._spec._lookup(path, _MISSING)
-        if spec is _MISSING:
-            return False
-        return not (self._leaves and isinstance(spec, Composite))
-
-    def __repr__(self) -> str:
-        return f"_CompositeKeys({list(self)})"
-
-
-class Composite(TensorSpec):
+class Composite(Observable, MemoizedEntries, TensorSpec):
     """A nested mapping of specs, all sharing the leading batch dims ``shape``.
 
     Keys are strings; nested keys are tuples of strings (``spec["a", "b"]``); setting a nested
@@ -221,56 +195,20 @@ class Composite(TensorSpec):
 
     @property
     def is_locked(self) -> bool:
-        """Whether the composite refuses mutation."""
+        """Whether the composite refuses mutation; assigning it locks or unlocks (recursively)."""
         return self._locked
 
-    locked = is_locked
-
-    # ------------------------------------------------------------------ change callbacks
-    def observe_(self, callback: Callable[[TensorSpec], object]) -> Composite:
-        """Call ``callback(spec)`` after every change in this tree; returns ``self``.
-
-        A change is: an entry set (``set``, ``[...] =``, ``update``) or deleted (``del``,
-        ``pop``) in this composite or any composite inside it, a ``shape``, ``dtype`` or
-        ``device`` assigned to any spec inside it (leaves included), or ``clear_device_``.
-        ``spec`` is the spec that changed. Specs added later are observed too. Not tracked:
-        in-place changes of a spec's tensors (bounds, masks). Copies (``clone``, ``to``,
-        indexing...) and pickles do not carry the callback. A callback is attached once,
-        however often it is given.
-
-        Examples:
-            >>> from rlspecs import Unbounded
-            >>> spec = Composite(obs=Composite(x=Unbounded(3)))
-            >>> changed = []
-            >>> _ = spec.observe_(lambda s: changed.append(s))
-            >>> spec["obs", "y"] = Unbounded(2)
-            >>> spec["obs", "x"].dtype = torch.float64
-            >>> del spec["obs"]
-            >>> len(changed)
-            3
-            >>> spec.clone().observers
-            ()
-        """
-        observe(self, callback)
-        return self
-
-    def unobserve_(self, callback: Callable[[TensorSpec], object]) -> Composite:
-        """Stop calling ``callback`` (attached with ``observe_``) for this tree; returns ``self``.
-
-        Examples:
-            >>> def callback(spec):
-            ...     pass
-            >>> spec = Composite().observe_(callback).unobserve_(callback)
-            >>> spec.observers
-            ()
-        """
-        unobserve(self, callback)
-        return self
+    @is_locked.setter
+    def is_locked(self, value: bool) -> None:
+        if value:
+            self.lock_()
+        else:
+            self.unlock_()
 
     @property
-    def observers(self) -> tuple[Callable[[TensorSpec], object], ...]:
-        """The callbacks attached with ``observe_`` (to this composite or a parent)."""
-        return self.__dict__.get("_on_change", ())
+    def locked(self) -> bool:
+        """Same as ``is_locked`` (read-only)."""
+        return self._locked
 
     # ------------------------------------------------------------------ mapping access
     def _lookup(self, path: tuple[str, ...], default: Any) -> Any:
@@ -518,6 +456,29 @@ class Composite(TensorSpec):
 
         A ``None`` value, or a key whose spec is ``None``, raises ``RuntimeError``.
         """
+        return super().encode(val, ignore_device=ignore_device)
+
+    def _memo_children(self) -> list[TensorSpec]:
+        return [spec for spec in self._specs.values() if spec is not None]
+
+    def cardinality(self) -> int:
+        """The product of the entries' cardinalities (``0`` without entries), as in torchrl."""
+        return product([s.cardinality() for s in self._specs.values() if s is not None])
+
+    def enumerate(self, use_mask: bool = False) -> TensorDict:
+        """Every combination of the entries' values, a ``TensorDict`` of batch ``(k, *shape)``.
+
+        ``None`` entries are left out; an entry that cannot be enumerated raises as it does.
+
+        Examples:
+            >>> from rlspecs import Binary, Categorical
+            >>> values = Composite(a=Categorical(2), b=Binary(1)).enumerate()
+            >>> values.batch_size, values["a"].tolist(), values["b"].tolist()
+            (torch.Size([4]), [0, 0, 1, 1], [[0], [1], [0], [1]])
+        """
+        return composite_values(self, use_mask)
+
+    def _encode_eager(self, val: Mapping[str, Any], *, ignore_device: bool = False) -> TensorDict:
         source = {}
         for key, item in val.items():
             spec = self[key]
@@ -559,6 +520,7 @@ class Composite(TensorSpec):
         out = Composite.__new__(type(self))
         out.__dict__.update(self.__dict__)
         out.__dict__.pop("_on_change", None)  # copies are not observed
+        out.__dict__.pop(MEMO_KEY, None)  # and encode eagerly
         out._specs = specs
         out._locked = False
         if shape is not None:
@@ -666,11 +628,5 @@ class Composite(TensorSpec):
     __hash__ = None
 
     def __repr__(self) -> str:
-        body = "".join(
-            f"\n    {key}: " + repr(spec).replace("\n", "\n    ") + ","
-            for key, spec in self._specs.items()
-        )
-        tail = f"shape={tuple(self._shape)}, device={self._device}"
-        if not body:
-            return f"{type(self).__name__}({tail})"
-        return f"{type(self).__name__}({body}\n    {tail})"
+        """torchrl 0.4's layout (current torchrl's under ``set_spec_api("current")``)."""
+        return composite_repr(self)

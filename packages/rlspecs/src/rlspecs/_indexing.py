@@ -20,22 +20,39 @@ BAD_INDEX = (
     "arrays or tensors"
 )
 NESTED_LIST_INDEX = (
-    "nested-list index {idx!r} is ambiguous (torch reads it as a tuple of indices today and as "
-    "a tensor index later): pass a tensor or a tuple instead. Pending resolution of "
-    "https://github.com/pytorch/pytorch/issues/100080."
+    "nested-list index {idx!r} is ambiguous for this spec (torch reads it as a tuple of indices "
+    "in some releases and as a tensor index in others): pass a tensor or a tuple instead. "
+    "Pending resolution of https://github.com/pytorch/pytorch/issues/100080."
 )
+RAGGED_LIST_INDEX = "nested-list index {idx!r} is ragged: every inner list must have one length"
+
+
+def is_nested_list(idx: Any, in_tuple: bool = False) -> bool:
+    """Whether ``idx`` is, or holds as a tuple component, a list that contains a list.
+
+    Examples:
+        >>> is_nested_list([[0, 1], [1, 2]]), is_nested_list((0, [[1]])), is_nested_list([0, 1])
+        (True, True, False)
+    """
+    if isinstance(idx, tuple) and not in_tuple:
+        return any(is_nested_list(part, in_tuple=True) for part in idx)
+    return isinstance(idx, list) and any(isinstance(part, list) for part in idx)
 
 
 def _index_part(part: Any, idx: Any) -> Any:
-    """One component of an index, with lists, ranges and arrays turned into tensors."""
+    """One component of an index, with lists, ranges and arrays turned into tensors.
+
+    A nested list becomes a tensor index of its shape, as torchrl 0.4 reads it.
+    """
     if isinstance(part, np.integer):
         return int(part)
     if isinstance(part, range):
         return torch.arange(part.start, part.stop, part.step)
     if isinstance(part, (list, tuple)):
-        if any(isinstance(p, (list, tuple)) for p in part):
-            raise NotImplementedError(NESTED_LIST_INDEX.format(idx=idx))
-        return torch.as_tensor(part)
+        try:
+            return torch.as_tensor(np.asarray(part))
+        except ValueError as err:
+            raise IndexError(RAGGED_LIST_INDEX.format(idx=idx)) from err
     if isinstance(part, np.ndarray):
         return torch.as_tensor(part)
     return part
@@ -46,8 +63,8 @@ def normalize_index(idx: Any, shape: torch.Size) -> tuple:
 
     Specs index their batch dims only, so ``...`` must be resolved against the batch shape
     before the index reaches entries that have more dims. Lists, ranges and arrays become
-    tensors; out-of-range indices, two ellipses and too many indices raise ``IndexError``; a
-    nested list raises ``NotImplementedError`` (torch itself reads it two ways).
+    tensors (a nested list too, as a tensor index of its shape); out-of-range indices, two
+    ellipses and too many indices raise ``IndexError``.
 
     Examples:
         >>> normalize_index((Ellipsis, 0), torch.Size([3, 2]))
@@ -123,3 +140,10 @@ def _index_tensor(value: torch.Tensor, idx: tuple) -> torch.Tensor:
     if any(isinstance(i, torch.Tensor) and i.device != value.device for i in idx):
         idx = tuple(i.to(value.device) if isinstance(i, torch.Tensor) else i for i in idx)
     return value[idx]
+
+
+def pick(tensor_to_index: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    """``tensor_to_index`` gathered along its last dim at ``labels`` (leading dims broadcast)."""
+    shape = torch.broadcast_shapes(tensor_to_index.shape[:-1], labels.shape[:-1])
+    source = tensor_to_index.expand(*shape, tensor_to_index.shape[-1])
+    return source.gather(-1, labels.long().expand(*shape, labels.shape[-1]))

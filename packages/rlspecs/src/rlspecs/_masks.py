@@ -10,7 +10,7 @@ from typing import Any
 
 import torch
 
-from ._errors import SpecShapeError
+from .errors import SpecShapeError
 
 MASK_DTYPE = "Only boolean masks are accepted: got a mask of dtype {dtype} for {cls}"
 MASK_SHAPE = (

@@ -10,6 +10,8 @@ from tensordict import NonTensorData
 
 from ._base import DeviceLike, ShapeLike, TensorSpec
 
+NO_ENUMERATE = "Cannot enumerate a NonTensor spec."
+
 
 class NonTensor(TensorSpec):
     """A non-tensor entry: samples are ``NonTensorData`` holding ``example_data``.
@@ -62,8 +64,19 @@ class NonTensor(TensorSpec):
         """Non-tensor values are returned unchanged."""
         return val
 
+    def cardinality(self) -> int:
+        """Not defined for Python objects (``NotImplementedError``, as in current torchrl)."""
+        raise NotImplementedError(NO_ENUMERATE)
+
+    def enumerate(self, use_mask: bool = False) -> Any:
+        """Not defined for Python objects (``NotImplementedError``, as in current torchrl)."""
+        raise NotImplementedError(NO_ENUMERATE)
+
     def encode(self, val: Any, *, ignore_device: bool = False) -> NonTensorData:
         """Wrap ``val`` in a ``NonTensorData`` of the spec's shape."""
+        return super().encode(val, ignore_device=ignore_device)
+
+    def _encode_eager(self, val: Any, *, ignore_device: bool = False) -> NonTensorData:
         if isinstance(val, NonTensorData):
             return val
         device = None if ignore_device else self.device

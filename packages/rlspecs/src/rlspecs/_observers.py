@@ -22,7 +22,15 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any
 
-__all__ = ["TRACKED_ATTRIBUTES", "adopt", "attribute_changed", "notify", "observe", "unobserve"]
+__all__ = [
+    "TRACKED_ATTRIBUTES",
+    "Observable",
+    "adopt",
+    "attribute_changed",
+    "notify",
+    "observe",
+    "unobserve",
+]
 
 # leaf and composite attributes whose assignment counts as a change
 TRACKED_ATTRIBUTES = frozenset({"shape", "dtype", "device"})
@@ -98,3 +106,54 @@ def attribute_changed(spec: Any) -> None:
     for callback in spec.__dict__.get(_KEY, ()):
         observe(spec, callback)
     notify(spec)
+
+
+class Observable:
+    """The ``observe_``/``unobserve_``/``observers`` API of a tree of specs (``Composite``'s)."""
+
+    def observe_(self, callback: Callable[[Any], object]) -> Any:
+        """Call ``callback(spec)`` after every change in this tree; returns ``self``.
+
+        A change is: an entry set (``set``, ``[...] =``, ``update``) or deleted (``del``,
+        ``pop``) in this composite or any composite inside it, a ``shape``, ``dtype`` or
+        ``device`` assigned to any spec inside it (leaves included), or ``clear_device_``.
+        ``spec`` is the spec that changed. Specs added later are observed too. Not tracked:
+        in-place changes of a spec's tensors (bounds, masks). Copies (``clone``, ``to``,
+        indexing...) and pickles do not carry the callback. A callback is attached once,
+        however often it is given.
+
+        Examples:
+            >>> import torch
+            >>> from rlspecs import Composite, Unbounded
+            >>> spec = Composite(obs=Composite(x=Unbounded(3)))
+            >>> changed = []
+            >>> _ = spec.observe_(lambda s: changed.append(s))
+            >>> spec["obs", "y"] = Unbounded(2)
+            >>> spec["obs", "x"].dtype = torch.float64
+            >>> del spec["obs"]
+            >>> len(changed)
+            3
+            >>> spec.clone().observers
+            ()
+        """
+        observe(self, callback)
+        return self
+
+    def unobserve_(self, callback: Callable[[Any], object]) -> Any:
+        """Stop calling ``callback`` (attached with ``observe_``) for this tree; returns ``self``.
+
+        Examples:
+            >>> from rlspecs import Composite
+            >>> def callback(spec):
+            ...     pass
+            >>> spec = Composite().observe_(callback).unobserve_(callback)
+            >>> spec.observers
+            ()
+        """
+        unobserve(self, callback)
+        return self
+
+    @property
+    def observers(self) -> tuple[Callable[[Any], object], ...]:
+        """The callbacks attached with ``observe_`` (to this composite or a parent)."""
+        return self.__dict__.get("_on_change", ())

@@ -10,9 +10,20 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from ._base import CHECK_SPEC_ENCODE, DeviceLike, ShapeLike, TensorSpec, parse_shape
+from ._base import (
+    CHECK_SPEC_ENCODE,
+    ENCODE_SHAPE,
+    DeviceLike,
+    ShapeLike,
+    TensorSpec,
+    parse_shape,
+    spec_class,
+)
+from ._enumerate import multi_one_hot_values, one_hot_values
+from ._indexing import pick
 from ._masks import check_mask, masked_labels, replace_disallowed
 from ._spaces import Box, BoxList, CategoricalBox
+from .errors import SpecDomainError, SpecShapeError
 
 ONE_HOT_SHAPE = "{cls} needs a shape whose last dim is {n}, got shape {shape}"
 BAD_N = "{cls} needs n >= 1 categories, got n={n}"
@@ -167,6 +178,9 @@ class OneHot(TensorSpec):
 
         With ``use_register``, ``val`` holds arbitrary values that the register maps to labels.
         """
+        return super().encode(val, ignore_device=ignore_device)
+
+    def _encode_eager(self, val: Any, *, ignore_device: bool = False) -> torch.Tensor:
         if self.use_register and not isinstance(val, torch.Tensor):
             t = self._labels_of(val)
         else:
@@ -178,7 +192,7 @@ class OneHot(TensorSpec):
                     LABEL_RANGE.format(cls=type(self).__name__, label=bad, last=self.n - 1)
                 )
             t = _as_one_hot(t.long().unsqueeze(-1), self.n)
-        return super().encode(t, ignore_device=ignore_device)
+        return super()._encode_eager(t, ignore_device=ignore_device)
 
     def to_numpy(self, val: torch.Tensor, safe: bool | None = None) -> np.ndarray:
         """The categories of one-hot ``val`` as a NumPy array (registered values with a register).
@@ -199,9 +213,9 @@ class OneHot(TensorSpec):
 
     def to_categorical_spec(self) -> TensorSpec:
         """The ``Categorical`` spec matching ``to_categorical``'s output (the mask carries over)."""
-        from ._categorical import Categorical
-
-        return Categorical(self.n, shape=self.shape[:-1], device=self.device, mask=self.mask)
+        return spec_class("Categorical")(
+            self.n, shape=self.shape[:-1], device=self.device, mask=self.mask
+        )
 
     def index(self, index: torch.Tensor, tensor_to_index: torch.Tensor) -> torch.Tensor:
         """Entries of ``tensor_to_index`` at the category that one-hot ``index`` selects.
@@ -212,16 +226,26 @@ class OneHot(TensorSpec):
             >>> OneHot(3).index(torch.tensor([False, True, False]), torch.tensor([5, 6, 7]))
             tensor([6])
         """
-        from ._categorical import _pick
-
-        return _pick(tensor_to_index, _first_hot(index).unsqueeze(-1))
+        return pick(tensor_to_index, _first_hot(index).unsqueeze(-1))
 
     def _eq_fields(self) -> tuple:
         return (self.n, self.use_register)
 
-    def _repr_fields(self) -> str:
-        mask = "" if self.mask is None else ", masked"
-        return f"n={self.n}{mask}"
+    def cardinality(self) -> int:
+        """``n``: the number of categories (as in current torchrl)."""
+        return self.n
+
+    def enumerate(self, use_mask: bool = False) -> torch.Tensor:
+        """The ``n`` one-hot vectors stacked along a new first dim, shape ``(n, *shape)``.
+
+        ``use_mask=True`` raises ``NotImplementedError``, as in current torchrl.
+
+        Examples:
+            >>> OneHot(2).enumerate()
+            tensor([[ True, False],
+                    [False,  True]])
+        """
+        return one_hot_values(self, use_mask)
 
 
 class MultiOneHot(TensorSpec):
@@ -326,22 +350,42 @@ class MultiOneHot(TensorSpec):
         return torch.cat(parts, -1).to(self.dtype)
 
     def encode(self, val: Any, *, ignore_device: bool = False) -> torch.Tensor:
-        """Encode one-hot blocks, or one label per block (last dim ``len(nvec)``), into one-hot form."""
+        """Encode one-hot blocks, or one label per block (last dim ``len(nvec)``), into one-hot form.
+
+        As in torchrl 0.4, a label outside its block raises ``SpecDomainError`` and labels of
+        another batch shape than the spec's (a NumPy batch, say) raise ``SpecShapeError``, both
+        ``RuntimeError``s.
+        """
+        return super().encode(val, ignore_device=ignore_device)
+
+    def _encode_eager(self, val: Any, *, ignore_device: bool = False) -> torch.Tensor:
+        is_tensor = isinstance(val, torch.Tensor)
         t = torch.as_tensor(val)
         k, total = len(self.nvec), sum(self.nvec)
         labels = t.ndim and t.shape[-1] == k and (k != total or not bool(t.any()))
-        if labels and not t.dtype.is_floating_point and t.dtype != torch.bool:
-            parts = []
-            for i, (v, n) in enumerate(zip(t.unbind(-1), self.nvec)):
-                if v.numel() and (int(v.min()) < 0 or int(v.max()) >= n):
-                    raise ValueError(
-                        LABEL_RANGE.format(
-                            cls=f"{type(self).__name__} block {i}", label=v, last=n - 1
-                        )
+        if not (labels and not t.dtype.is_floating_point and t.dtype != torch.bool):
+            return super()._encode_eager(t if is_tensor else val, ignore_device=ignore_device)
+        batch = self.shape[:-1]
+        if not is_tensor and t.numel() != k * batch.numel():
+            raise SpecShapeError(
+                ENCODE_SHAPE.format(
+                    got=t.shape, cls=type(self).__name__, expected=torch.Size((*batch, k))
+                )
+            )
+        parts = []
+        for i, (v, n) in enumerate(zip(t.unbind(-1), self.nvec)):
+            if v.numel() and (int(v.min()) < 0 or int(v.max()) >= n):
+                bad = v[(v < 0) | (v >= n)].reshape(-1)[0].item()
+                raise SpecDomainError(
+                    LABEL_RANGE.format(
+                        cls=f"{type(self).__name__} block {i}", label=bad, last=n - 1
                     )
-                parts.append(_as_one_hot(v.long().unsqueeze(-1), n))
-            t = torch.cat(parts, -1)
-        return super().encode(t, ignore_device=ignore_device)
+                )
+            parts.append(_as_one_hot(v.long().unsqueeze(-1), n))
+        t = torch.cat(parts, -1)
+        if not is_tensor:
+            t = t.reshape(self.shape)
+        return super()._encode_eager(t, ignore_device=ignore_device)
 
     def to_numpy(self, val: torch.Tensor, safe: bool | None = None) -> np.ndarray:
         """The label of every block (last dim ``len(nvec)``) as a NumPy array."""
@@ -354,9 +398,7 @@ class MultiOneHot(TensorSpec):
 
     def to_categorical_spec(self) -> TensorSpec:
         """The ``MultiCategorical`` spec matching ``to_categorical``'s output (mask included)."""
-        from ._categorical import MultiCategorical
-
-        return MultiCategorical(
+        return spec_class("MultiCategorical")(
             self.nvec,
             shape=(*self.shape[:-1], len(self.nvec)),
             device=self.device,
@@ -371,15 +413,28 @@ class MultiOneHot(TensorSpec):
             >>> spec.index(spec.encode([1, 2]), torch.arange(5))
             tensor([1, 4])
         """
-        from ._categorical import _pick
-
         labels = self.to_categorical(index, safe=False)
         offsets = torch.tensor([0, *self.nvec[:-1]], device=labels.device).cumsum(0)
-        return _pick(tensor_to_index, labels + offsets)
+        return pick(tensor_to_index, labels + offsets)
 
     def _eq_fields(self) -> tuple:
         return (tuple(self.nvec), self.use_register)
 
-    def _repr_fields(self) -> str:
-        mask = "" if self.mask is None else ", masked"
-        return f"nvec={self.nvec}{mask}"
+    def cardinality(self) -> int:
+        """The product of ``nvec`` (as in current torchrl)."""
+        out = 1
+        for n in self.nvec:
+            out *= n
+        return out
+
+    def enumerate(self, use_mask: bool = False) -> torch.Tensor:
+        """Every combination of one category per block, shape ``(prod(nvec), *shape)``.
+
+        Errors as ``MultiCategorical.enumerate`` (a masked spec raises ``RuntimeError``).
+
+        Examples:
+            >>> MultiOneHot([1, 2]).enumerate()
+            tensor([[ True,  True, False],
+                    [ True, False,  True]])
+        """
+        return multi_one_hot_values(self, use_mask)

@@ -28,31 +28,76 @@ class Box:
         return copy.deepcopy(self)
 
 
-@dataclass(frozen=True, eq=False)
+def _tensor_repr(name: str, t: torch.Tensor) -> str:
+    return (
+        f"{name}=Tensor(shape={t.shape}, device={t.device}, dtype={t.dtype}, "
+        f"contiguous={t.is_contiguous()})"
+    )
+
+
 class ContinuousBox(Box):
     """The closed box ``[low, high]`` of a bounded or unbounded spec.
 
+    ``low``/``high`` (torchrl 0.4's ``minimum``/``maximum`` too) are assignable. The box a
+    ``Bounded`` spec reports as its ``space`` is that spec's bounds: assigning (or updating in
+    place, ``box.low += 1``) a bound of it changes the spec, as in torchrl.
+
     Examples:
         >>> from rlspecs import Bounded
-        >>> box = Bounded(0.0, 1.0, (2,)).space
+        >>> spec = Bounded(0.0, 1.0, (2,))
+        >>> box = spec.space
         >>> box.high
         tensor([1., 1.])
+        >>> box.maximum = torch.tensor([2.0, 2.0])
+        >>> spec.high
+        tensor([2., 2.])
         >>> low, high = box
     """
 
-    low: torch.Tensor
-    high: torch.Tensor
+    def __init__(self, low: torch.Tensor, high: torch.Tensor, *, owner: Any = None) -> None:
+        # owner: the Bounded spec whose bounds this box shows (read and written through it)
+        self._owner = owner
+        self._low = None if owner is not None else low
+        self._high = None if owner is not None else high
+
+    @property
+    def low(self) -> torch.Tensor:
+        """The lower bound."""
+        return self._owner.low if self._owner is not None else self._low
+
+    @low.setter
+    def low(self, value: torch.Tensor) -> None:
+        if self._owner is not None:
+            self._owner.low = value
+        else:
+            self._low = value
+
+    @property
+    def high(self) -> torch.Tensor:
+        """The upper bound."""
+        return self._owner.high if self._owner is not None else self._high
+
+    @high.setter
+    def high(self, value: torch.Tensor) -> None:
+        if self._owner is not None:
+            self._owner.high = value
+        else:
+            self._high = value
+
+    # torchrl 0.4's names of the bounds
+    minimum = low
+    maximum = high
 
     def __iter__(self) -> Iterator[torch.Tensor]:
         yield self.low
         yield self.high
 
     def to(self, dest: Any) -> ContinuousBox:
-        """The box with both bounds moved to a device or cast to a dtype."""
+        """A box with both bounds moved to a device or cast to a dtype (tied to no spec)."""
         return ContinuousBox(self.low.to(dest), self.high.to(dest))
 
     def clone(self) -> ContinuousBox:
-        """A copy whose bounds share no memory with these."""
+        """A copy whose bounds share no memory with these (tied to no spec)."""
         return ContinuousBox(self.low.clone(), self.high.clone())
 
     def __eq__(self, other: object) -> bool:
@@ -66,6 +111,12 @@ class ContinuousBox(Box):
         )
 
     __hash__ = None
+
+    def __repr__(self) -> str:
+        # torchrl's layout: one line per bound, describing the tensor rather than its values
+        low = _tensor_repr("low", self.low)
+        high = _tensor_repr("high", self.high)
+        return f"{type(self).__name__}(\n    {low},\n    {high})"
 
 
 @dataclass(frozen=True)
@@ -104,7 +155,7 @@ class BoxList(Box):
     Examples:
         >>> from rlspecs import MultiCategorical
         >>> MultiCategorical([2, 3]).space
-        BoxList(boxes=(CategoricalBox(n=2), CategoricalBox(n=3)))
+        BoxList(boxes=[CategoricalBox(n=2), CategoricalBox(n=3)])
         >>> len(BoxList.from_nvec(torch.tensor([[2, 3], [4, 5]])))
         2
     """
@@ -119,6 +170,9 @@ class BoxList(Box):
 
     def __len__(self) -> int:
         return len(self.boxes)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(boxes={list(self.boxes)})"
 
     def to(self, dest: Any) -> BoxList:
         """The boxes, each moved or cast."""

@@ -1,9 +1,8 @@
-"""Stacking specs: dense when members agree, lazy (``Stacked``/``StackedComposite``) otherwise."""
+"""``Stacked``: lazy stacks of leaf specs whose shapes (or domains) differ, and stacking checks."""
 
 from __future__ import annotations
 
 import warnings
-from collections.abc import Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -21,10 +20,11 @@ from ._base import (
     parse_device,
     parse_shape,
 )
-from ._composite import BAD_KEY_TYPE, LOCKED, Composite
-from ._errors import SpecKeyTypeError, SpecStackError
-from ._indexing import normalize_index
-from ._keys import NestedKey, is_nested_key, unravel_key
+from ._composite import Composite
+from ._indexing import NESTED_LIST_INDEX, is_nested_list, normalize_index
+from ._memo import MemoizedEntries
+from ._repr import stacked_repr
+from .errors import SpecStackError
 
 _NESTED_WARNING = ".*nested tensors is in prototype stage.*"
 EMPTY_STACK = "cannot stack an empty sequence of specs"
@@ -34,44 +34,14 @@ STACK_TYPES = "Stacking specs cannot occur: Found more than one type of specs in
 STACK_DTYPES = "Dtypes differ, got {dtypes}: only specs of one dtype stack"
 STACK_DEVICES = "Devices differ, got {devices}: move the specs to one device first"
 STACK_SHAPES = "Shapes differ, got {shapes}: only composites of the same shape stack"
-NO_MEMBER_KEY = "Key {key!r} must be present in at least one of the stacked specs"
 HETERO_SAMPLE = (
     "cannot sample a lazy stack of leaves with shapes {shapes} along dim {dim}: heterogeneous "
     "leaf samples are only available along dim 0 (as a nested tensor)"
 )
+NO_CARDINALITY = "`cardinality` is not implemented for {cls} specs."
 EXPAND_LAZY = (
     "cannot expand a lazy stack of shape {shape} to {new}: the stack dim cannot change size"
 )
-
-
-def stack_specs(specs: Sequence[TensorSpec], dim: int = 0) -> TensorSpec:
-    """Stack specs along a new ``dim``: a dense spec when all are equal, a lazy stack otherwise.
-
-    ``torch.stack(specs, dim)`` calls this function.
-
-    Examples:
-        >>> from rlspecs import Unbounded
-        >>> stack_specs([Unbounded(3), Unbounded(3)], 0).shape
-        torch.Size([2, 3])
-        >>> type(stack_specs([Unbounded(3), Unbounded(2)], 0)).__name__
-        'Stacked'
-    """
-    specs = list(specs)
-    if not specs:
-        raise ValueError(EMPTY_STACK)
-    first = specs[0]
-    _check_stackable(specs)
-    ndim = first.ndim
-    d = dim + ndim + 1 if dim < 0 else dim
-    if not 0 <= d <= ndim:
-        raise IndexError(STACK_DIM.format(dim=dim, ndim=ndim))
-    composites = [isinstance(s, Composite) for s in specs]
-    if all(s == first for s in specs[1:]):
-        dense = first.unsqueeze(d)
-        return dense.expand(*dense.shape[:d], len(specs), *dense.shape[d + 1 :])
-    if all(composites):
-        return StackedComposite(*specs, dim=d)
-    return Stacked(*specs, dim=d)
 
 
 def _check_stackable(specs: list[TensorSpec]) -> None:
@@ -98,11 +68,11 @@ def _check_stackable(specs: list[TensorSpec]) -> None:
         raise SpecStackError(STACK_DEVICES.format(devices=sorted({str(s.device) for s in specs})))
 
 
-@TensorSpec.implements_for_spec(torch.stack)
-def _torch_stack(specs: Sequence[TensorSpec], dim: int = 0, *, out: Any = None) -> TensorSpec:
-    if out is not None:
-        raise NotImplementedError("torch.stack(specs, dim, out=...) is not supported for specs")
-    return stack_specs(specs, dim)
+def _restack(specs: list[TensorSpec], dim: int) -> TensorSpec:
+    """``torch.stack(specs, dim)`` (``stack_specs``, registered by ``_stacked_composite``)."""
+    if not specs:
+        raise ValueError(EMPTY_STACK)
+    return torch.stack(specs, dim)
 
 
 STACK_SPACE = (
@@ -111,7 +81,7 @@ STACK_SPACE = (
 )
 
 
-class Stacked(TensorSpec):
+class Stacked(MemoizedEntries, TensorSpec):
     """A lazy stack of specs along ``dim``, for members whose shapes (or domains) differ.
 
     Dims where members differ have size ``-1`` in ``shape``. Indexing the stack dim returns the
@@ -238,6 +208,11 @@ class Stacked(TensorSpec):
             d = val.ndim - self.ndim + self.dim
             if d < 0:
                 return None
+            if isinstance(val, TensorDictBase) and (
+                val.ndim < self.ndim
+                or any(s not in (-1, v) for s, v in zip(self.shape, val.batch_size[d - self.dim :]))
+            ):
+                return None  # a tensordict's trailing batch dims must be the stack's
             parts = list(val.unbind(d))
         else:
             return None
@@ -277,6 +252,20 @@ class Stacked(TensorSpec):
 
     def encode(self, val: Any, *, ignore_device: bool = False) -> Any:
         """Encode each slice of ``val`` along the stack dim (or each item of a list) by its member."""
+        return super().encode(val, ignore_device=ignore_device)
+
+    def _memo_children(self) -> list[TensorSpec]:
+        return list(self._members)
+
+    def cardinality(self) -> Any:
+        """Not defined for a lazy stack (``NotImplementedError``, as in current torchrl)."""
+        raise NotImplementedError(NO_CARDINALITY.format(cls=type(self).__name__))
+
+    def enumerate(self, use_mask: bool = False) -> Any:
+        """Each member's values, stacked along the stack dim + 1 (the values' first dim leads)."""
+        return torch.stack([m.enumerate(use_mask) for m in self._members], self.dim + 1)
+
+    def _encode_eager(self, val: Any, *, ignore_device: bool = False) -> Any:
         if isinstance(val, (list, tuple)) and len(val) == len(self._members):
             items = list(val)
         else:
@@ -366,6 +355,8 @@ class Stacked(TensorSpec):
         return self._index(idx)
 
     def _index(self, idx: Any) -> TensorSpec:
+        if is_nested_list(idx):  # torchrl's lazy stacks cannot take one either
+            raise NotImplementedError(NESTED_LIST_INDEX.format(idx=idx))
         idx = normalize_index(idx, self.shape)
         idx = idx + (slice(None),) * (self.ndim - len(idx))
         before, stack_idx, after = idx[: self.dim], idx[self.dim], idx[self.dim + 1 :]
@@ -377,13 +368,13 @@ class Stacked(TensorSpec):
         if isinstance(stack_idx, (int, np.integer)):
             return members[stack_idx]
         if isinstance(stack_idx, slice):
-            return stack_specs(members[stack_idx], new_dim)
+            return _restack(members[stack_idx], new_dim)
         t = torch.as_tensor(stack_idx)
         if t.dtype == torch.bool:
             t = t.nonzero().squeeze(-1)
         if t.ndim == 0:
             return members[int(t)]
-        return stack_specs([members[i] for i in t.tolist()], new_dim)
+        return _restack([members[i] for i in t.tolist()], new_dim)
 
     # ------------------------------------------------------------------ comparison and display
     def __eq__(self, other: object) -> bool:
@@ -398,174 +389,5 @@ class Stacked(TensorSpec):
     __hash__ = None
 
     def __repr__(self) -> str:
-        body = "".join("\n    " + repr(m).replace("\n", "\n    ") + "," for m in self._members)
-        return f"{type(self).__name__}({body}\n    dim={self.dim}, shape={tuple(self.shape)})"
-
-
-class StackedComposite(Stacked, Composite):
-    """A lazy stack of composites along ``dim``: keys are those every member has.
-
-    ``rand``/``zero`` return a ``LazyStackedTensorDict``; looking up a key stacks the members'
-    entries (densely when they agree); indexing the stack dim returns the member.
-
-    Examples:
-        >>> from rlspecs import Composite, Unbounded
-        >>> spec = StackedComposite(Composite(a=Unbounded(3)), Composite(a=Unbounded(2)), dim=0)
-        >>> type(spec.rand()).__name__
-        'LazyStackedTensorDict'
-        >>> spec["a"].shape
-        torch.Size([2, -1])
-    """
-
-    __getitem__ = Composite.__getitem__
-    rand = Composite.rand
-    zero = Composite.zero
-    one = Composite.one
-
-    def __init__(self, *specs: Composite, dim: int = 0) -> None:
-        self._locked = False
-        super().__init__(*specs, dim=dim)
-
-    def _init_attrs(self, shape: torch.Size, device: torch.device | None, dtype) -> None:
-        self._shape, self._device, self.dtype = shape, device, None
-
-    @property
-    def shape(self) -> torch.Size:
-        """The stacked batch shape (members' shape with the stack dim inserted)."""
-        return self._shape
-
-    @shape.setter
-    def shape(self, value: ShapeLike) -> None:
-        self._shape = parse_shape(value)
-
-    batch_size = shape
-
-    @property
-    def device(self) -> torch.device | None:
-        """The members' device."""
-        return self._device
-
-    @device.setter
-    def device(self, value: DeviceLike) -> None:
-        self._members = [m.to(value) for m in self._members]
-        self._device = parse_device(value)
-
-    # ------------------------------------------------------------------ mapping access
-    def _get_entry(self, key: str) -> TensorSpec | None:
-        entries = [m._get_entry(key) for m in self._members]
-        if any(e is None for e in entries):
-            if all(e is None for e in entries):
-                return None  # a key every member leaves incomplete
-            raise ValueError(f"key {key!r} is None in some members of the stack and not in others")
-        return stack_specs(entries, self.dim)
-
-    def _iter_keys(
-        self, include_nested: bool, leaves_only: bool, prefix: tuple[str, ...]
-    ) -> Iterator[NestedKey]:
-        first, rest = self._members[0], self._members[1:]
-        for key in first._iter_keys(include_nested, leaves_only, ()):
-            path = unravel_key(key)
-            if all(m._lookup(path, None) is not None for m in rest):
-                yield (*prefix, *path) if prefix or len(path) > 1 else key
-
-    __len__ = Stacked.__len__
-
-    def __iter__(self) -> Iterator[NestedKey]:
-        return iter(self.keys())
-
-    def clear_device_(self) -> StackedComposite:
-        """Forget the device of the stack and of every member; returns ``self``."""
-        self._device = None
-        for member in self._members:
-            member.clear_device_()
-        return self
-
-    def set(self, key: NestedKey, spec: TensorSpec) -> StackedComposite:
-        """Set ``key`` in every member (a stack along the same dim gives one member each)."""
-        if not is_nested_key(key):
-            raise SpecKeyTypeError(BAD_KEY_TYPE.format(type=type(key).__name__, key=key))
-        if self._locked:
-            raise RuntimeError(LOCKED.format(key=key))
-        if (
-            isinstance(spec, Stacked)
-            and spec.dim == self.dim
-            and len(spec.members) == len(self._members)
-        ):
-            parts = spec.members
-        else:
-            parts = [spec[(slice(None),) * self.dim + (i,)] for i in range(len(self._members))]
-        for member, part in zip(self._members, parts):
-            member.set(key, part)
-        return self
-
-    def __delitem__(self, key: NestedKey) -> None:
-        """Delete ``key`` from every member that has it (``KeyError`` when none has it)."""
-        if not is_nested_key(key):
-            raise SpecKeyTypeError(BAD_KEY_TYPE.format(type=type(key).__name__, key=key))
-        if self._locked:
-            raise RuntimeError(LOCKED.format(key=key))
-        holders = [m for m in self._members if key in m.keys(True)]
-        if not holders:
-            raise KeyError(NO_MEMBER_KEY.format(key=key))
-        for member in holders:
-            del member[key]
-
-    def lock_(self, recurse: bool = True) -> StackedComposite:
-        """Refuse mutation until ``unlock_``; members are locked too."""
-        self._locked = True
-        for member in self._members:
-            member.lock_(recurse)
-        return self
-
-    def unlock_(self, recurse: bool = True) -> StackedComposite:
-        """Allow mutation again."""
-        self._locked = False
-        for member in self._members:
-            member.unlock_(recurse)
-        return self
-
-    def is_empty(self, recurse: bool = False) -> bool:
-        """Whether every member is empty."""
-        return all(m.is_empty(recurse) for m in self._members)
-
-    def empty(self) -> StackedComposite:
-        """A stack of empty members."""
-        return self._new([m.empty() for m in self._members])
-
-    def select(self, *keys: NestedKey, strict: bool = True) -> StackedComposite:
-        """Select ``keys`` in every member."""
-        return self._new([m.select(*keys, strict=strict) for m in self._members])
-
-    def exclude(self, *keys: NestedKey) -> StackedComposite:
-        """Exclude ``keys`` from every member."""
-        return self._new([m.exclude(*keys) for m in self._members])
-
-    # ------------------------------------------------------------------ samples and checks
-    def _build(self, method: str, shape: ShapeLike | None) -> LazyStackedTensorDict:
-        shape = parse_shape(shape)
-        tds = [m._build(method, shape) for m in self._members]
-        return LazyStackedTensorDict(*tds, stack_dim=len(shape) + self.dim)
-
-    def encode(self, val: Any, *, ignore_device: bool = False) -> LazyStackedTensorDict:
-        """Encode a sequence of mappings, one per member, into a lazy stack."""
-        tds = [m.encode(v, ignore_device=ignore_device) for m, v in zip(self._members, val)]
-        return LazyStackedTensorDict(*tds, stack_dim=self.dim)
-
-    def is_in(self, val: Any) -> bool:
-        """Whether each slice of ``val`` along the stack dim is in the matching member."""
-        return Stacked.is_in(self, val)
-
-    def to_numpy(self, val: TensorDictBase, safe: bool | None = None) -> dict[str, Any]:
-        """A dict of NumPy arrays, one per shared key (members checked first when ``safe``)."""
-        if CHECK_SPEC_ENCODE if safe is None else safe:
-            self.assert_is_in(val)
-        return {key: self[key].to_numpy(val.get(key), False) for key in self.keys()}
-
-    def type_check(self, value: Any, selected_keys: Any = None) -> None:
-        """Check the dtypes of every member's slice of ``value`` (or of ``selected_keys``)."""
-        if isinstance(value, torch.Tensor):
-            if selected_keys is None:
-                raise ValueError("value must be a tensordict when selected_keys is None")
-            return self[selected_keys].type_check(value, selected_keys)
-        for member, part in zip(self._members, value.unbind(value.ndim - self.ndim + self.dim)):
-            member.type_check(part, selected_keys)
+        """torchrl's layout: ``LazyStacked<member class>(shape=..., device=..., ...)``."""
+        return stacked_repr(self)
