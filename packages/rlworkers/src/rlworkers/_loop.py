@@ -4,7 +4,7 @@
 main process handles it), closes the pipe ends it inherited from the main process under
 ``fork``, and makes sure the worker exits soon after the main process dies. ``serve`` is the
 loop a worker function runs: build the state of each of its slots once, then answer each
-command with one reply (the protocol: ``_worker_protocol``).
+command with one reply (the protocol: ``_protocol``).
 """
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ import weakref
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from ._worker_channel import WorkerLink
-from ._worker_protocol import CLOSE, PIPE, VALUE_TAG, acquire_briefly, encode_error
+from ._channel import WorkerLink
+from ._protocol import CLOSE, PIPE, START_REPLY, VALUE_TAG, acquire_briefly, encode_error
 
 __all__ = ["serve", "worker_main", "PARENT_ENDS"]
 
@@ -60,6 +60,7 @@ def worker_main(
     """
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the main process's to handle
     signal.signal(signal.SIGTERM, signal.SIG_DFL)  # a handler inherited by fork is not ours
+    conn.channel.entered[conn.process] = 1  # a death from here on is not one of bootstrapping
     for end in list(PARENT_ENDS):
         end.close()
     _watch_parent(parent_pid, death_signal)
@@ -110,15 +111,19 @@ def serve(
 
     ``setup`` builds the state of the worker's slot and returns its handlers,
     ``{command: fn(payload)}``; a worker serving several slots gets one ``setup`` per slot,
-    called in order. Each one's success or exception is its slot's first reply (a worker with
-    a failed slot exits once every slot has answered). Each command then gets one reply: none
-    when its handler returns None, else ``dumps(value)``, or the exception it raised (the loop
-    goes on). ``hot`` maps one-byte commands (no payload: the per-step path, which sends
-    nothing through the pipe) to handler names. A handler named ``"close"`` is called once when
-    the loop ends.
+    called in order. Each one's success or exception is its slot's first reply, the *start*
+    reply (a worker with a failed slot exits once every slot has answered); a handler named
+    ``"start"``, when there is one, is called right after its setup, and its value is that
+    reply (what the main process needs to know before its first command, e.g. an env's specs).
+    Each command then gets one reply: none when its handler returns None, else
+    ``dumps(value)``, or the exception it raised (the loop goes on). Handlers are looked up at
+    each command: a handler may add others to its slot's dict (a ``dict`` returned by
+    ``setup`` is used as is). ``hot`` maps one-byte commands (no payload: the per-step path,
+    which sends nothing through the pipe) to handler names. A handler named ``"close"`` is
+    called once when the loop ends.
 
     Examples:
-        >>> from rlcore import WorkerPool
+        >>> from rlworkers import WorkerPool
         >>> def work(conn):
         ...     serve(conn, lambda: {"double": lambda x: 2 * x})
         >>> pool = WorkerPool([(work, ())], start_method="fork", label="demo worker")
@@ -133,15 +138,20 @@ def serve(
     handlers: list[dict | None] = []
     started = True
     for slot, make in zip(link.slots, setups):
+        handlers.append(None)
         try:
-            handlers.append(dict(make()))
+            made = make()
+            handlers[-1] = made if type(made) is dict else dict(made)
+            start = handlers[-1].get(START_REPLY)
+            value = None if start is None else start(None)
+            body = None if value is None else VALUE_TAG + dumps(value)
         except BaseException as err:  # noqa: BLE001 - reported to the main process
-            handlers.append(None)
             started = False
-            if not link.reply(slot, 1, encode_error(err)):
-                return
-        else:
+            body = encode_error(err)
+        if body is None:
             link.reply_ok(slot, 1)
+        elif not link.reply(slot, 1, body):
+            return
     try:
         if started:
             _loop(link, handlers, hot or {}, dumps)

@@ -1,7 +1,7 @@
 """The main-process side of a worker pool: start worker processes, command them, watch and stop them.
 
-One protocol (``_worker_protocol``: flags in shared memory, pipes for payloads, values and
-errors) and one worker loop (``_worker_loop.serve``) serve every multi-process object of the
+One protocol (``_protocol``: flags in shared memory, pipes for payloads, values and
+errors) and one worker loop (``_loop.serve``) serve every multi-process object of the
 stack (``rlbatched.ParallelEnv``, ``rlcollectors``' ``MultiSyncDataCollector``). Each process
 serves one or more *slots*; commands go to slots with ``send``/``broadcast`` and their replies
 come back through ``gather`` (every slot asked) or ``gather_ready`` (the first ones done);
@@ -13,95 +13,41 @@ silent one ``WorkerTimeoutError`` (both stop every worker); a worker's exception
 with its own type when possible (``WorkerRaisedError`` otherwise) once every reply asked for is
 read. Replies are numbered: one left unread by an interrupted exchange (Ctrl-C, any exception
 in the main process) is waited for and dropped before its slot is sent anything else, and
-``sync`` does so for every slot.
+``sync`` does so for every slot. Failure messages: ``_failures``; starting and stopping the
+processes: ``_processes``.
 """
 
 from __future__ import annotations
 
 import multiprocessing as mp
-import multiprocessing.forkserver
 import os
 import pickle
 import threading
 import time
 import weakref
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any, NoReturn
+from typing import Any
 
+from ._channel import FlagChannel, WorkerLink
+from ._failures import BAD_REPLY, INTERRUPTED, START_PHASE, PoolFailures
+from ._loop import PARENT_ENDS, worker_main
 from ._pickling import clean_worker_environ
-from ._worker_channel import FlagChannel, WorkerLink
-from ._worker_errors import (
-    RemoteTraceback,
-    WorkerDiedError,
-    WorkerError,
-    WorkerRaisedError,
-    WorkerTimeoutError,
-    describe_exit,
-)
-from ._worker_loop import PARENT_ENDS, worker_main
-from ._worker_protocol import (
-    CAN_SPIN,
-    CLOSE,
-    ERROR_TAG,
-    OK,
-    PIPE,
-    SLOT,
-    SLOTS,
-    VALUE_TAG,
-    decode_error_info,
-)
+from ._processes import Processes, exit_if_bootstrapping, prepare_forkserver, start_process
+from ._protocol import CAN_SPIN, ERROR_TAG, OK, PIPE, SLOT, SLOTS, VALUE_TAG
+from .errors import WorkerError
 
 __all__ = ["WorkerPool"]
 
-WORKER_RAISED = (
-    "{label} {index} raised {type_name} during {phase}: {message}\n\nWorker traceback:\n{traceback}"
-)
-WORKER_DIED = "{who} (pid {pid}) died unexpectedly during {phase} ({how}){after}"
-WORKER_HUNG = (
-    "{who} (pid {pid}) did not answer within {seconds:g} s during {phase} "
-    "({timeout_arg}={seconds:g}){after}"
-)
-BAD_VALUE = "{label} {index} answered {phase} with a value that cannot be unpickled here: {error}"
-INTERRUPTED = (
-    "an exchange with the {label}s was interrupted in the middle of a message during {phase}, "
-    "so their pipes cannot be trusted; every worker was stopped{after}"
-)
-BAD_REPLY = "{label} {index} sent a malformed reply during {phase}; every worker was stopped{after}"
-STOPPED = "the {label}s were stopped (shutdown() or an earlier failure){after}"
 NOTHING_SENT = "{label} {index} has no command in flight to gather during {phase}"
 BAD_SLOTS = "slots must give a positive count per worker ({workers} workers), got {slots!r}"
 
-CLOSE_GRACE_S = 2.0  # given to the workers to exit after "close" before they are killed
-KILL_JOIN_S = 5.0
-DIED_JOIN_S = 1.0  # a worker found dead: wait this long for its exit code
 LIVENESS_S = 0.1  # while blocked waiting, look at the pending workers' processes this often
 MAIN_SPIN_S = 3e-4  # spin window of the main process waiting for replies (acquire_briefly)
 # gather_ready's window: a caller collecting the first replies (asynchronous stepping) trades
 # a little more CPU for answering as soon as they come (measured: 1.22x -> 1.26x frames/s)
 READY_SPIN_S = 2e-3
 WORKER_SPIN_S = 2e-4  # spin window of a worker waiting for its next command
-# modules a fork server imports once, so that the workers it forks start with them loaded
-FORKSERVER_PRELOAD = ("torch", "tensordict", "cloudpickle", "rlspecs", "rlcore")
-
-
-def prepare_forkserver(modules: Iterable[str] = ()) -> None:
-    """Ask the fork server to preload ``FORKSERVER_PRELOAD`` and ``modules`` when it starts.
-
-    The fork server starts on the first ``forkserver`` process and keeps its modules for the
-    life of this process: later workers fork from it with torch already imported. Modules a
-    user asked for (``set_forkserver_preload``) are kept; missing ones are skipped by the
-    server. A server already running is not restarted.
-
-    Examples:
-        >>> prepare_forkserver(["numpy"])
-        >>> "torch" in multiprocessing.forkserver._forkserver._preload_modules
-        True
-    """
-    server = getattr(multiprocessing.forkserver, "_forkserver", None)
-    current = list(getattr(server, "_preload_modules", None) or [])
-    wanted = current + [m for m in (*FORKSERVER_PRELOAD, *modules) if m not in current]
-    if wanted != current:
-        mp.get_context("forkserver").set_forkserver_preload(wanted)
+DEFAULT_START_TIMEOUT_S = 300.0  # imports (torch under spawn) and building what a slot serves
 
 
 class _Failed:
@@ -113,56 +59,13 @@ class _Failed:
         self.error = error
 
 
-class _Processes:
-    """What stopping the workers needs, apart from the pool (so a finalizer can hold it)."""
-
-    def __init__(self, on_shutdown: Callable[[], None] | None) -> None:
-        self.procs: list = []
-        self.conns: list = []
-        self.channel: FlagChannel | None = None
-        self.owner = os.getpid()
-        self.on_shutdown = on_shutdown
-
-    def stop(self) -> None:
-        """Ask every worker to exit, kill those that do not, release pipes; runs once."""
-        if os.getpid() != self.owner:
-            return  # a copy inherited by a forked process: these workers are not its children
-        try:
-            close = pickle.dumps((CLOSE, None))
-            for process, conn in enumerate(self.conns):
-                try:
-                    conn.send_bytes(close)
-                except (OSError, ValueError):
-                    continue  # dead worker or closed pipe
-                self.channel.piped[process] += 1
-                self.channel.wake[process].release()
-            deadline = time.monotonic() + CLOSE_GRACE_S
-            for proc in self.procs:
-                proc.join(max(0.0, deadline - time.monotonic()))
-            for proc in self.procs:
-                if proc.is_alive():
-                    proc.kill()
-                    proc.join(KILL_JOIN_S)
-        finally:
-            for proc in self.procs:
-                try:
-                    proc.close()
-                except ValueError:
-                    pass  # still running after SIGKILL (uninterruptible sleep): leave it
-            for conn in self.conns:
-                PARENT_ENDS.discard(conn)
-                conn.close()
-            on_shutdown, self.on_shutdown = self.on_shutdown, None
-            if on_shutdown is not None:
-                on_shutdown()
-
-
-class WorkerPool:
+class WorkerPool(PoolFailures):
     """Worker processes, each serving one or more slots, and the one protocol to talk to them.
 
-    Each worker runs ``target(conn, *args)``, which usually calls ``rlcore``'s ``serve`` with
+    Each worker runs ``target(conn, *args)``, which usually calls ``serve`` with
     ``conn`` (the worker's ``WorkerLink``); every slot first answers whether it started: read
-    it with ``gather("start")``. Commands and replies are flags in shared memory and semaphore
+    it with ``gather("start")`` (waits in the phase ``"start"`` are timed by ``start_timeout``,
+    all others by ``timeout``: a short step timeout never cuts a slow start short). Commands and replies are flags in shared memory and semaphore
     posts (payloads, values and errors also use a pipe per worker); waiting processes spin for a
     fraction of a millisecond, then block. The workers ignore Ctrl-C, and exit within about a
     second when the main process dies.
@@ -173,10 +76,12 @@ class WorkerPool:
         workers: ``(target, args)`` per worker process; under spawn and forkserver both are
             pickled.
         start_method: ``"spawn"``, ``"fork"`` or ``"forkserver"`` (whose server is started
-            with torch and ``preload`` imported: ``prepare_forkserver``).
+            with ``preload`` imported: ``prepare_forkserver``).
         label: how errors name a slot: ``"{label} {index}"``.
         timeout: seconds to wait for a reply before raising ``WorkerTimeoutError``.
         timeout_arg: the owner's argument setting ``timeout``, named in timeout errors.
+        start_timeout: the same, for waits in the phase ``"start"`` (default 300 s).
+        start_timeout_arg: the owner's argument setting ``start_timeout``.
         after_loss: appended to the message when the workers were stopped by a failure
             (e.g. ``"; the env was closed and reopens on the next reset()."``).
         on_shutdown: called once, after the workers were stopped.
@@ -187,8 +92,7 @@ class WorkerPool:
         preload: more modules for the fork server to import (``forkserver`` only).
 
     Examples:
-        >>> from rlcore._worker_pool import WorkerPool
-        >>> from rlcore._worker_loop import serve
+        >>> from rlworkers import WorkerPool, serve
         >>> def work(conn):
         ...     serve(conn, lambda: {"double": lambda x: 2 * x})
         >>> pool = WorkerPool([(work, ())] * 2, start_method="fork", label="demo worker")
@@ -209,6 +113,8 @@ class WorkerPool:
         label: str = "worker",
         timeout: float = 60.0,
         timeout_arg: str = "timeout",
+        start_timeout: float = DEFAULT_START_TIMEOUT_S,
+        start_timeout_arg: str = "start_timeout",
         after_loss: str = ".",
         process_name: str | None = None,
         on_shutdown: Callable[[], None] | None = None,
@@ -216,18 +122,23 @@ class WorkerPool:
         spin: bool = True,
         preload: Iterable[str] = (),
     ) -> None:
+        # a spawn/forkserver worker re-running an unguarded script gets here: it exits, telling
+        # its main process why by its exit status
+        exit_if_bootstrapping()
         counts = [1] * len(workers) if slots is None else [int(n) for n in slots]
         if len(counts) != len(workers) or any(n < 1 for n in counts):
             raise ValueError(BAD_SLOTS.format(workers=len(workers), slots=slots))
         self.label = label
         self.timeout = timeout
         self.timeout_arg = timeout_arg
+        self.start_timeout = start_timeout
+        self.start_timeout_arg = start_timeout_arg
         self.after_loss = after_loss
         self.start_method = start_method
         spin = spin and CAN_SPIN
         self._spin_s = MAIN_SPIN_S if spin else 0.0
         self._ready_spin_s = READY_SPIN_S if spin else 0.0
-        self._state = _Processes(on_shutdown)
+        self._state = Processes(on_shutdown)
         self._finalizer = weakref.finalize(self, self._state.stop)
         self.procs = self._state.procs
         self.conns = self._state.conns
@@ -263,7 +174,7 @@ class WorkerPool:
                         name=name.format(index=index),
                         daemon=True,
                     )
-                    proc.start()
+                    start_process(proc)
                 finally:
                     child_conn.close()
                 # a started Process keeps its arguments; drop them, so that what they hold
@@ -389,7 +300,7 @@ class WorkerPool:
         self._check_alive(phase)
         slots = range(self.num_slots) if indices is None else indices
         self._check_in_flight(slots, phase)
-        self._collect(slots, len(slots), phase, self.timeout if timeout is None else timeout)
+        self._collect(slots, len(slots), phase, self._seconds(phase, timeout))
         replies = []
         errors = {}
         for slot in slots:
@@ -419,7 +330,7 @@ class WorkerPool:
         """
         self._check_alive(phase)
         self._check_in_flight(indices, phase)
-        seconds = self.timeout if timeout is None else timeout
+        seconds = self._seconds(phase, timeout)
         ready = sorted(self._collect(indices, min_ready, phase, seconds, self._ready_spin_s))
         failed = [slot for slot in ready if isinstance(self._replies.get(slot), _Failed)]
         if failed:
@@ -428,6 +339,12 @@ class WorkerPool:
         if max_ready is not None:
             ready = ready[:max_ready]
         return {slot: self._claim(slot) for slot in ready}
+
+    def _seconds(self, phase: str, timeout: float | None) -> float:
+        """How long a wait in ``phase`` may last: ``timeout`` if given, else the pool's."""
+        if timeout is not None:
+            return timeout
+        return self.start_timeout if phase == START_PHASE else self.timeout
 
     def _check_in_flight(self, slots: Iterable[int], phase: str) -> None:
         sent, claimed = self._channel.sent, self._claimed
@@ -486,7 +403,8 @@ class WorkerPool:
             if not self.alive:
                 self._check_alive(phase)
             if now >= deadline:
-                self._lose_hung(self._process_of[waiting[0]], phase, seconds)
+                silent = sorted({self._process_of[slot] for slot in waiting})
+                self._lose_hung(silent, phase, seconds)
             if not ready_posts.acquire(True, min(deadline - now, LIVENESS_S)):
                 self._check_processes(waiting, phase)
         while ready_posts.acquire(False):
@@ -530,7 +448,7 @@ class WorkerPool:
                 if not self.alive:
                     self._check_alive(phase)
                 if time.monotonic() >= deadline:
-                    self._lose_hung(process, phase, seconds)
+                    self._lose_hung([process], phase, seconds)
                 if not self.procs[process].is_alive():
                     self._lose_dead(process, phase)
             message = self._recv(process, phase)
@@ -582,93 +500,9 @@ class WorkerPool:
         """Wait for the replies of ``slots``' last commands and drop them."""
         if self._broken is not None:
             self._lose(WorkerError(self._text(INTERRUPTED, 0, self._broken)))
-        self._collect(slots, len(slots), phase, self.timeout)
+        self._collect(slots, len(slots), phase, self._seconds(phase, None))
         for slot in slots:
             self._claim(slot)
-
-    # ------------------------------------------------------------------ failures
-    def _text(self, template: str, index: int, phase: str, **fields: Any) -> str:
-        return template.format(
-            label=self.label, index=index, phase=phase, after=self.after_loss, **fields
-        )
-
-    def _who(self, process: int) -> str:
-        """How errors name worker process ``process``: by its slot, or its range of slots."""
-        first = self._channel.first
-        low, high = first[process], first[process + 1] - 1
-        return f"{self.label} {low}" if low == high else f"{self.label}s {low}-{high}"
-
-    def _raised(self, index: int, phase: str, message: bytes) -> BaseException:
-        """The exception to raise for slot ``index``'s ``ERROR`` reply."""
-        type_name, text, tb, original = decode_error_info(message)
-        full = self._text(
-            WORKER_RAISED, index, phase, type_name=type_name, message=text, traceback=tb
-        )
-        err: BaseException | None = None
-        if isinstance(original, Exception):
-            try:
-                err = type(original)(full)
-                str(err)  # an exception type whose __str__ fails is not re-raised as such
-            except Exception:  # noqa: BLE001 - its constructor wants other arguments
-                err = None
-        if err is None:
-            pid = self.procs[self._process_of[index]].pid
-            err = WorkerRaisedError(full, type_name=type_name, index=index, pid=pid, phase=phase)
-        if original is None:
-            original = RemoteTraceback(type_name, text, tb)
-        err.__cause__ = original
-        return err
-
-    def _bad_value(self, index: int, phase: str, error: Exception) -> WorkerError:
-        err = WorkerError(
-            self._text(BAD_VALUE, index, phase, error=f"{type(error).__name__}: {error}"),
-            index=index,
-            phase=phase,
-        )
-        err.__cause__ = error
-        return err
-
-    def _lose_dead(self, process: int, phase: str) -> NoReturn:
-        if not self.alive:  # shut down meanwhile (by another thread): its pipes were closed
-            raise WorkerError(self._text(STOPPED, process, phase), index=process, phase=phase)
-        proc = self.procs[process]
-        proc.join(DIED_JOIN_S)
-        exitcode = proc.exitcode
-        message = self._text(
-            WORKER_DIED,
-            process,
-            phase,
-            who=self._who(process),
-            pid=proc.pid,
-            how=describe_exit(exitcode),
-        )
-        self._lose(
-            WorkerDiedError(message, index=process, pid=proc.pid, phase=phase, exitcode=exitcode)
-        )
-
-    def _lose_hung(self, process: int, phase: str, seconds: float) -> NoReturn:
-        proc = self.procs[process]
-        message = self._text(
-            WORKER_HUNG,
-            process,
-            phase,
-            who=self._who(process),
-            pid=proc.pid,
-            seconds=seconds,
-            timeout_arg=self.timeout_arg,
-        )
-        proc.kill()  # a hung worker would not read "close" either
-        self._lose(
-            WorkerTimeoutError(message, index=process, pid=proc.pid, phase=phase, seconds=seconds)
-        )
-
-    def _lose(self, err: WorkerError) -> NoReturn:
-        self.shutdown()
-        raise err
-
-    def _check_alive(self, phase: str) -> None:
-        if not self.alive:
-            raise WorkerError(self._text(STOPPED, 0, phase), phase=phase)
 
     # ------------------------------------------------------------------ stopping
     def shutdown(self) -> None:

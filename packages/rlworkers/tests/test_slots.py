@@ -9,8 +9,9 @@ import re
 import pytest
 from _pool_workers import echo_worker
 
-from rlcore import WorkerDiedError, WorkerPool
-from rlcore._worker_pool import BAD_SLOTS, NOTHING_SENT, WORKER_DIED, prepare_forkserver
+from rlworkers import WorkerDiedError, WorkerPool, prepare_forkserver
+from rlworkers._failures import WORKER_DIED
+from rlworkers._pool import BAD_SLOTS, NOTHING_SENT
 
 METHODS = [
     m for m in ("fork", "spawn", "forkserver") if m in multiprocessing.get_all_start_methods()
@@ -118,11 +119,11 @@ def test_slot_counts_are_validated():
 
 
 @pytest.mark.skipif("forkserver" not in METHODS, reason="no forkserver start method here")
-def test_forkserver_preloads_torch_and_our_packages(pools):
+def test_forkserver_preloads_the_pool_and_the_callers_modules(pools):
     prepare_forkserver(["json"])
     _started(pools, "forkserver", [1], preload=("rlspecs",))
     preload = multiprocessing.forkserver._forkserver._preload_modules
-    assert {"torch", "tensordict", "rlcore", "rlspecs", "json"} <= set(preload)
+    assert {"rlworkers", "json"} <= set(preload)
     # a started server keeps its modules: asking again changes nothing
     prepare_forkserver(["json"])
     assert multiprocessing.forkserver._forkserver._preload_modules == preload

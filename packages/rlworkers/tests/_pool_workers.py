@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import os
+import signal
 import threading
 import time
 
-from rlcore import serve
+from rlworkers import serve
 
 
 class StrRaises(Exception):
@@ -93,3 +94,32 @@ def failing_setup_worker(conn) -> None:
         raise KeyError("no such task")
 
     serve(conn, setup)
+
+
+def segfault_setup_worker(conn) -> None:
+    """Crashes natively while starting (as a simulator binding would)."""
+
+    def setup():
+        os.kill(os.getpid(), signal.SIGSEGV)
+
+    serve(conn, setup)
+
+
+def slow_setup_worker(conn, seconds: float) -> None:
+    """Takes ``seconds`` to start, then serves ``HANDLERS``."""
+
+    def setup():
+        time.sleep(seconds)
+        return HANDLERS
+
+    serve(conn, setup)
+
+
+def start_value_worker(conn) -> None:
+    """Answers its start with its pid (a ``"start"`` handler), then serves ``HANDLERS``."""
+    serve(conn, lambda: {**HANDLERS, "start": lambda _: os.getpid()})
+
+
+def boxed_setup_worker(conn, box) -> None:
+    """Serves with the setup function carried by ``box`` (a ``CloudpickleBox``)."""
+    serve(conn, box.obj)

@@ -2,9 +2,10 @@
 
 ``FlagChannel`` holds, in one block of shared memory (``multiprocessing.RawArray``), four
 counters per slot (``sent``/``kind`` written by the main process, ``done``/``status`` by the
-worker) and one per process (``piped``: messages written to its pipe), plus one semaphore per
+worker) and two per process (``piped``: messages written to its pipe; ``entered``: set by the
+worker once its own code runs, so a death before it is told apart), plus one semaphore per
 process (posted when it has work) and one for the main process (posted for each reply). The
-semaphores are the wake-ups; the counters say what happened (see ``_worker_protocol``).
+semaphores are the wake-ups; the counters say what happened (see ``_protocol``).
 ``WorkerLink`` is a worker's end: its pipe, the channel, and which slots it serves.
 """
 
@@ -14,12 +15,13 @@ import ctypes
 from collections.abc import Sequence
 from typing import Any
 
-from ._worker_protocol import OK, SLOT, START, STATUS_OF_TAG
+from ._protocol import OK, SLOT, START, STATUS_OF_TAG
 
 __all__ = ["FlagChannel", "WorkerLink"]
 
 _COUNTER = ctypes.c_int64
-_FIELDS = ("sent", "kind", "done", "status")  # per slot, in this order; then "piped" per process
+_FIELDS = ("sent", "kind", "done", "status")  # per slot, in this order; then _PER_PROCESS
+_PER_PROCESS = ("piped", "entered")
 
 
 class FlagChannel:
@@ -40,7 +42,7 @@ class FlagChannel:
 
     def __init__(self, ctx: Any, slot_counts: Sequence[int]) -> None:
         self.slot_counts = [int(count) for count in slot_counts]
-        size = len(_FIELDS) * sum(self.slot_counts) + len(self.slot_counts)
+        size = len(_FIELDS) * sum(self.slot_counts) + len(_PER_PROCESS) * len(self.slot_counts)
         self._block = ctx.RawArray(_COUNTER, size)
         self.wake = [ctx.Semaphore(0) for _ in self.slot_counts]
         self.ready = ctx.Semaphore(0)
@@ -60,7 +62,9 @@ class FlagChannel:
             array = (_COUNTER * num_slots).from_buffer(self._block, position * num_slots * size)
             setattr(self, name, array)
         offset = len(_FIELDS) * num_slots * size
-        self.piped = (_COUNTER * len(counts)).from_buffer(self._block, offset)
+        for position, name in enumerate(_PER_PROCESS):
+            start = offset + position * len(counts) * size
+            setattr(self, name, (_COUNTER * len(counts)).from_buffer(self._block, start))
 
     def __getstate__(self) -> dict:
         return {

@@ -22,7 +22,7 @@ from _pool_workers import (
     hanging_setup_worker,
 )
 
-from rlcore import (
+from rlworkers import (
     RemoteTraceback,
     WorkerDiedError,
     WorkerError,
@@ -30,7 +30,7 @@ from rlcore import (
     WorkerRaisedError,
     WorkerTimeoutError,
 )
-from rlcore._worker_pool import INTERRUPTED, STOPPED, WORKER_DIED, WORKER_HUNG, WORKER_RAISED
+from rlworkers._failures import INTERRUPTED, STOPPED, WORKER_DIED, WORKER_HUNG, WORKER_RAISED
 
 METHODS = [m for m in ("fork", "spawn") if m in multiprocessing.get_all_start_methods()]
 START_S = 120.0  # generous: spawned workers import torch on a loaded 2-core machine

@@ -2,8 +2,7 @@
 
 ``WorkerError`` (a ``RuntimeError``) is the base of what a worker pool raises about a worker:
 it died (``WorkerDiedError``), it did not answer in time (``WorkerTimeoutError``), or it raised
-an exception that cannot be re-raised with its own type (``WorkerRaisedError``). An env whose
-workers are gone raises ``EnvClosedError`` when stepped until it is reset.
+an exception that cannot be re-raised with its own type (``WorkerRaisedError``).
 """
 
 from __future__ import annotations
@@ -16,7 +15,6 @@ __all__ = [
     "WorkerDiedError",
     "WorkerTimeoutError",
     "WorkerRaisedError",
-    "EnvClosedError",
     "RemoteTraceback",
     "describe_exit",
 ]
@@ -111,15 +109,6 @@ class WorkerRaisedError(WorkerError):
     def __init__(self, message: str, *, type_name: str, **kwargs: Any) -> None:
         super().__init__(message, **kwargs)
         self.type_name = type_name
-
-
-class EnvClosedError(RuntimeError):
-    """An env was stepped after ``close()`` (or after losing a worker) without a ``reset()``.
-
-    Examples:
-        >>> isinstance(EnvClosedError("closed"), RuntimeError)
-        True
-    """
 
 
 class RemoteTraceback(Exception):

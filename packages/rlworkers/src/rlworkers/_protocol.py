@@ -28,7 +28,7 @@ import traceback
 from collections.abc import Callable
 from typing import Any
 
-import cloudpickle
+from ._pickling import dumps
 
 # statuses a worker writes for the last command of a slot
 OK = 1
@@ -44,6 +44,11 @@ PIPE = -1  # the command is in the pipe
 START = -2  # the start-up "command" every slot answers once
 CLOSE = "close"
 SLOTS = "slots"
+# the handler a slot runs once, right after its setup: what it returns is the start reply
+START_REPLY = "start"
+# exit status of a spawn/forkserver worker that, while importing the main module again, met
+# top-level code starting workers of its own (a script without ``if __name__ == "__main__":``)
+EXIT_UNGUARDED = 71
 
 # os.sched_yield is POSIX-only (neither Windows nor macOS has it): no spinning there
 CAN_SPIN = hasattr(os, "sched_yield")
@@ -87,7 +92,7 @@ def encode_error(err: BaseException) -> bytes:
     message = _safe(lambda: str(err), f"<unprintable {type_name} object>")
     text = _safe(lambda: "".join(traceback.format_exception(err)), "<no traceback available>")
     try:
-        payload = cloudpickle.dumps(err)
+        payload = dumps(err)
     except BaseException:  # noqa: BLE001 - anything may fail while pickling a user's exception
         payload = None
     return ERROR_TAG + pickle.dumps((type_name, message, text, payload))
