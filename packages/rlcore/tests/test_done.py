@@ -7,7 +7,7 @@ import torch
 from tensordict import TensorDict
 
 from rlcore import terminated_or_truncated
-from rlcore._done import any_true
+from rlcore._resets import any_true
 from rlspecs import Categorical, Composite
 
 

@@ -17,18 +17,20 @@ from _rlcore_envs import (
 from tensordict import LazyStackedTensorDict, TensorDict
 
 from rlcore import EnvBase
-from rlcore._done_plan import TERMINATED_FROM_DONE_AND_TRUNCATED
+from rlcore._done_rule import TERMINATED_FROM_DONE_AND_TRUNCATED
 from rlcore._env_base import (
     BATCH_LOCKED_READ_ONLY,
     BATCH_MISMATCH,
-    DONE_AFTER_PARTIAL_RESET,
-    DONE_AFTER_RESET,
-    DTYPE_MISMATCH,
     RAND_ACTION_BATCH,
     RESET_INPLACE,
     RESET_NOT_TD,
-    SHAPE_MISMATCH,
     STEP_NOT_TD,
+)
+from rlcore._step_plan import (
+    DONE_AFTER_PARTIAL_RESET,
+    DONE_AFTER_RESET,
+    DTYPE_MISMATCH,
+    SHAPE_MISMATCH,
 )
 
 BATCHES = [(), (2,), (4, 3)]

@@ -7,10 +7,11 @@ import re
 import pytest
 import torch
 from _rlcore_envs import CountingEnv, HeterogeneousEnv, NestedCountingEnv, done_leaf
+from tensordict import TensorDict
 
-from rlcore import EnvBase
+from rlcore import EnvBase, check_env_specs
 from rlcore._env_specs import MANY_KEYS, NOT_A_COMPOSITE, NOT_A_SPEC, SPEC_BATCH_MISMATCH
-from rlspecs import Bounded, Composite, Unbounded
+from rlspecs import Bounded, Categorical, Composite, Unbounded
 
 
 class BareEnv(EnvBase):
@@ -231,3 +232,61 @@ def test_device_setter_clears_caches():
     env.device = "cpu"
     assert env.device == torch.device("cpu")
     assert env.done_keys is not keys
+
+
+# ---------------------------------------------------------------------- specs set on the class
+class ClassSpecsEnv(EnvBase):
+    """Current torchrl's mock pattern: specs assigned to the class in ``__new__``."""
+
+    def __new__(cls, *args, batch_size=(), **kwargs):
+        batch = torch.Size(batch_size)
+        cls._output_spec = Composite(
+            full_observation_spec=Composite(observation=Unbounded((*batch, 1)), shape=batch),
+            full_reward_spec=Composite(reward=Unbounded((*batch, 1)), shape=batch),
+            full_done_spec=Composite(
+                done=Categorical(2, (*batch, 1), dtype=torch.bool), shape=batch
+            ),
+            shape=batch,
+        )
+        cls._input_spec = Composite(
+            full_action_spec=Composite(action=Unbounded((*batch, 1)), shape=batch),
+            full_state_spec=Composite(shape=batch),
+            shape=batch,
+        )
+        return super().__new__(cls, *args, **kwargs)
+
+    def __init__(self, batch_size=(), device="cpu"):
+        super().__init__(device=device, batch_size=batch_size)
+
+    def _reset(self, tensordict):
+        return TensorDict({"observation": torch.zeros(*self.batch_size, 1)}, self.batch_size)
+
+    def _step(self, tensordict):
+        action = tensordict["action"]
+        return TensorDict({"observation": action, "reward": action}, self.batch_size)
+
+    def _set_seed(self, seed):
+        pass
+
+
+@pytest.mark.parametrize("batch_size", [(), (2,)])
+def test_specs_set_on_the_class_in_new_are_the_envs(batch_size):
+    env = ClassSpecsEnv(batch_size=batch_size)
+    assert env.action_keys == ["action"] and env.observation_keys == ["observation"]
+    assert "_output_spec" not in vars(ClassSpecsEnv) and "_input_spec" not in vars(ClassSpecsEnv)
+    assert env.full_action_spec["action"].device == torch.device("cpu")
+    check_env_specs(env)
+    # the class keeps no specs: each env gets its own
+    other = ClassSpecsEnv(batch_size=batch_size)
+    assert other.full_action_spec is not env.full_action_spec
+    td = env.rand_step(env.reset())
+    assert torch.equal(td["next", "observation"], td["action"])
+
+
+def test_batch_locked_constructor_keyword():
+    class Unlockable(CountingEnv):
+        def __init__(self, _batch_locked=True, **kwargs):
+            super().__init__(**kwargs)
+
+    assert Unlockable(_batch_locked=False).batch_locked is False
+    assert Unlockable().batch_locked is True

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import torch
@@ -10,13 +10,14 @@ from tensordict import TensorDict, TensorDictBase
 from tensordict.utils import NestedKey
 from torch import nn
 
-from rlcore._dense_step import DenseStepper
-from rlcore._done import any_true, flag_done, reduce_to_batch
-from rlcore._done_plan import complete_done, done_levels, merge_reset
+from rlcore import _plugins
 from rlcore._env_meta import EnvMeta
 from rlcore._env_specs import EnvSpecsMixin
+from rlcore._partial_steps import NO_PARTIAL_STEPS, PARTIAL_STEP, placeholder_next, step_mask
+from rlcore._resets import any_true, flag_done
 from rlcore._rollout import run_rollout
-from rlcore._step_mdp import StepMDP
+from rlcore._step_plan import StepPlanMixin
+from rlcore._stepper import Stepper
 from rlspecs import Composite, parse_device
 from rlspecs.private_apis import td_entries, td_is_locked, td_set_str
 
@@ -32,16 +33,6 @@ RESET_INPLACE = (
 )
 RESET_NOT_TD = "{cls}._reset returned a {type}, a TensorDict was expected"
 STEP_NOT_TD = "{cls}._step returned a {type}, a TensorDict was expected"
-DONE_AFTER_PARTIAL_RESET = (
-    "Env done entry {key!r} is True after reset where {reset_key!r} asked for a reset; _reset "
-    "must clear it (or build the env with allow_done_after_reset=True)"
-)
-DONE_AFTER_RESET = (
-    "The done entry {key!r} is (partially) True after a call to reset() in env {cls}; _reset "
-    "must return done=False (or build the env with allow_done_after_reset=True)"
-)
-DTYPE_MISMATCH = "expected {name}.dtype to be {expected} but got {got} (key {key!r})"
-SHAPE_MISMATCH = "expected {name}.shape to be {expected} but got {got} (key {key!r})"
 RAND_ACTION_BATCH = (
     "The input tensordict and the env have different batch sizes: env.batch_size={env} and "
     "tensordict.batch_size={td}; an env that is not batch-locked needs an empty batch_size or "
@@ -54,7 +45,7 @@ def _next_seed(seed: int) -> int:
     return int(torch.randint(0, 2**32 - 1, (), generator=generator))
 
 
-class EnvBase(EnvSpecsMixin, nn.Module, metaclass=EnvMeta):
+class EnvBase(StepPlanMixin, EnvSpecsMixin, nn.Module, metaclass=EnvMeta):
     """Base class of environments: ``reset``, ``step`` and ``rollout`` on TensorDicts.
 
     Subclasses implement ``_reset(tensordict)`` (observations, done flags and state at the root,
@@ -78,8 +69,9 @@ class EnvBase(EnvSpecsMixin, nn.Module, metaclass=EnvMeta):
     - ``_any_done(td)``: whether a root (after ``step_mdp``) is done, root levels prevailing;
     - ``_step_mdp``: the cached ``StepMDP(self, exclude_action=False)`` used by rollout;
     - ``empty_cache()``: forget key lists and plans (any change of the specs calls it);
-    - ``_dense_stepper()``: optional, None here; an env with a fixed dense layout returns a
-      ``DenseStepper`` that batched envs use to step it straight into their buffers.
+    - ``_stepper()``: optional, None here; an env whose step is a library call returns a
+      ``Stepper`` (``rlcore._stepper``) that fills buffers straight from the library, which
+      the rollout and the batched envs use in place of a tensordict per step.
 
     Internal state lives in ``self.__dict__`` (``_device``, ``_batch_size``, ``_output_spec``,
     ``_input_spec``, ``_cache``, ``_run_type_checks``, ``_allow_done_after_reset``,
@@ -124,6 +116,19 @@ class EnvBase(EnvSpecsMixin, nn.Module, metaclass=EnvMeta):
             _output_spec=None,
             _input_spec=None,
         )
+        if "_batch_locked" in kwargs:  # current torchrl's constructor keyword
+            self.__dict__["_batch_locked"] = bool(kwargs["_batch_locked"])
+        # Specs set on the class before this (current torchrl's mocks do it in their __new__:
+        # ``cls._output_spec = ...``) belong to this env: taken off the class, applied through
+        # the setters once __init__ has set the batch size and device
+        pending = {}
+        for name in ("_output_spec", "_input_spec"):
+            spec = cls.__dict__.get(name)
+            if spec is not None:
+                pending[name.strip("_")] = spec.clone()
+                delattr(cls, name)
+        if pending:
+            self.__dict__["_class_specs"] = pending
         return self
 
     def __init__(
@@ -147,6 +152,14 @@ class EnvBase(EnvSpecsMixin, nn.Module, metaclass=EnvMeta):
             state["_batch_size"] = torch.Size(batch_size)
         state["_run_type_checks"] = run_type_checks
         state["_allow_done_after_reset"] = allow_done_after_reset
+        self._apply_class_specs()
+
+    def _apply_class_specs(self) -> None:
+        """Set the specs taken off the class in ``__new__`` (current torchrl's mock pattern)."""
+        pending = self.__dict__.pop("_class_specs", None)
+        for name, spec in (pending or {}).items():
+            device = self.__dict__["_device"]
+            setattr(self, name, spec.to(device) if device is not None else spec)
 
     # ------------------------------------------------------------------ attributes
     @property
@@ -267,50 +280,13 @@ class EnvBase(EnvSpecsMixin, nn.Module, metaclass=EnvMeta):
     def _set_seed(self, seed: int | None) -> None:
         raise NotImplementedError(f"{type(self).__name__} must implement _set_seed(seed)")
 
-    def _dense_stepper(self) -> DenseStepper | None:
-        """A ``DenseStepper`` for batched envs to step this env into their buffers, or None.
+    def _stepper(self) -> Stepper | None:
+        """A ``Stepper`` filling this env's step buffers straight from its library, or None.
 
-        Optional (None: batched envs stack this env's tensordicts); see ``rlcore._dense_step``.
-        Batched envs ask ``rlcore._dense_step.dense_stepper(env)``, which caches the answer.
+        Optional (None: every path builds a tensordict per step); see ``rlcore._stepper``,
+        whose ``stepper_of(env)`` decides whether it applies and caches the answer.
         """
         return None
-
-    # ------------------------------------------------------------------ plans (cached)
-    @property
-    def _done_levels(self) -> list:
-        return self._cache_get("done_levels", lambda: done_levels(self.full_done_spec))
-
-    @property
-    def _reward_shapes(self) -> list:
-        return self._cache_get(
-            "reward_shapes",
-            lambda: [(key, self.full_reward_spec[key].shape) for key in self.reward_keys],
-        )
-
-    @property
-    def _step_mdp(self) -> StepMDP:
-        return self._cache_get("step_mdp", lambda: StepMDP(self, exclude_action=False))
-
-    @property
-    def _any_done_keys(self) -> list:
-        """Done leaves deciding whether a root is done: a level's leaves prevail over sub-levels.
-
-        Within a level, ``done`` alone is read when present (it is ``terminated | truncated``).
-        """
-        return self._cache_get(
-            "any_done_keys", lambda: _prevailing_done_keys(self.full_done_spec, ())
-        )
-
-    @property
-    def _flat_done(self) -> bool:
-        """True when every done leaf is at the root."""
-        return self._cache_get("flat_done", lambda: all(isinstance(k, str) for k in self.done_keys))
-
-    def _leading_dims(self, data: TensorDictBase) -> torch.Size:
-        batch_size = self.batch_size
-        if not batch_size:
-            return data.batch_size
-        return data.batch_size[: data.batch_dims - len(batch_size)]
 
     # ------------------------------------------------------------------ step
     def _assert_tensordict_shape(self, tensordict: TensorDictBase) -> None:
@@ -324,12 +300,28 @@ class EnvBase(EnvSpecsMixin, nn.Module, metaclass=EnvMeta):
         """Runs one step: writes ``_step``'s results under ``"next"`` and returns ``tensordict``.
 
         Entries already under ``"next"`` in the input are kept where ``_step`` does not write.
+        The input is checked first (``rlcore.step_inputs``): every action leaf present, action
+        and state leaves of their spec's shape, with values their spec's dtype represents. A
+        ``"_step"`` mask in the input steps only the rows it flags (``rlcore._partial_steps``).
 
         Raises:
             RuntimeError: the tensordict's batch size is not the env's (when batch-locked or the
                 env batch is not empty).
+            KeyError: an action leaf is missing (the message names it).
+            ValueError: an action or state leaf has another shape than its spec's, or values its
+                spec's dtype cannot represent (the message names the key, what was given and
+                what was expected).
         """
         self._assert_tensordict_shape(tensordict)
+        plain = type(tensordict) is TensorDict
+        partial = td_entries(tensordict).get(PARTIAL_STEP) if plain else None
+        if partial is not None or (not plain and PARTIAL_STEP in tensordict.keys()):
+            return self._partial_step(tensordict)
+        rules = self.__dict__["_cache"].get("step_inputs")
+        if rules is None:
+            rules = self._step_inputs
+        if rules is not False:
+            rules.check(tensordict)
         next_td = self._step(tensordict)
         if type(next_td) is not TensorDict and not isinstance(next_td, TensorDictBase):
             raise TypeError(
@@ -339,95 +331,37 @@ class EnvBase(EnvSpecsMixin, nn.Module, metaclass=EnvMeta):
         _set_next(tensordict, next_td)
         return tensordict
 
-    @property
-    def _complete_step_keys(self) -> list | tuple:
-        """``[(key, shape)]`` of every reward and done leaf when all sit at the root, else ``()``.
+    # Whether _step reads a "_step" mask and steps only the rows it flags (batched envs do)
+    _supports_partial_steps = False
 
-        A plain step output holding each of these with exactly that shape needs neither
-        reward reshaping nor done completion (see ``_step_proc_data``). The cache would
-        recompute a None on every call, hence the empty tuple.
-        """
-
-        def plan() -> list | tuple:
-            levels = self._done_levels
-            if any(level.prefix for level in levels) or any(
-                type(key) is not str for key, _ in self._reward_shapes
-            ):
-                return ()
-            keys = list(self._reward_shapes)
-            for level in levels:
-                keys.extend(zip(level.names, level.shapes))
-            return keys
-
-        return self._cache_get("complete_step_keys", plan)
-
-    def _step_proc_data(self, next_td: TensorDictBase) -> TensorDictBase:
-        keys = self.__dict__["_cache"].get("complete_step_keys")
-        if keys is None:
-            keys = self._complete_step_keys
+    def _partial_step(self, tensordict: TensorDictBase) -> TensorDictBase:
+        """``step`` of an input holding a ``"_step"`` mask (``rlcore._partial_steps``)."""
+        mask = step_mask(self, tensordict, tensordict.pop(PARTIAL_STEP))
+        if bool(mask.all()):
+            return self.step(tensordict)
         if not self._batch_locked:
-            keys = None
-        if keys and type(next_td) is TensorDict:
-            # fast path: every reward and done leaf is already there with its spec shape, so
-            # the general path below would change nothing (it only reshapes or fills leaves)
-            entries = td_entries(next_td)
-            for key, shape in keys:
-                value = entries.get(key)
-                if not isinstance(value, torch.Tensor) or value.shape != shape:
-                    break
-            else:
-                if self.__dict__["_run_type_checks"]:
-                    self._type_check(next_td)
-                return next_td
-        leading = self._leading_dims(next_td) if not self._batch_locked else _NO_DIMS
-        for key, shape in self._reward_shapes:
-            reward = _entry(next_td, key)
-            if reward is None:
-                continue
-            expected = leading + shape if leading else shape
-            if reward.shape != expected and reward.numel() == expected.numel():
-                next_td.set(key, reward.reshape(expected))
-        complete_done(self._done_levels, next_td, leading)
-        if self.__dict__["_run_type_checks"]:
-            self._type_check(next_td)
-        return next_td
-
-    def _complete_done(self, data: TensorDictBase) -> TensorDictBase:
-        leading = self._leading_dims(data) if not self._batch_locked else _NO_DIMS
-        return complete_done(self._done_levels, data, leading)
-
-    def _type_check(self, next_td: TensorDictBase) -> None:
-        """Checks dtypes (done, reward, observations) and observation shapes against the specs."""
-        output_spec = self.output_spec
-        leading = self._leading_dims(next_td) if not self._batch_locked else _NO_DIMS
-        groups = (
-            ("done", output_spec["full_done_spec"]),
-            ("reward", output_spec["full_reward_spec"]),
-            ("observation", output_spec["full_observation_spec"]),
-        )
-        for name, spec in groups:
-            for key in spec.keys(True, True):
-                value = next_td.get(key, None)
-                if not isinstance(value, torch.Tensor):
-                    continue
-                leaf = spec[key]
-                if value.dtype != leaf.dtype:
-                    raise TypeError(
-                        DTYPE_MISMATCH.format(
-                            name=name, expected=leaf.dtype, got=value.dtype, key=key
-                        )
-                    )
-                expected = leading + leaf.shape
-                if (
-                    name == "observation"
-                    and all(s >= 0 for s in expected)
-                    and value.shape != expected
-                ):
-                    raise TypeError(
-                        SHAPE_MISMATCH.format(
-                            name=name, expected=expected, got=value.shape, key=key
-                        )
-                    )
+            stepped = self.step(tensordict[mask]).get("next")
+            next_td = placeholder_next(self, tensordict)
+            if bool(mask.any()):
+                next_td[mask] = stepped
+            _set_next(tensordict, next_td)
+            return tensordict
+        if not bool(mask.any()):
+            _set_next(tensordict, placeholder_next(self, tensordict))
+            return tensordict
+        if not self._supports_partial_steps:
+            rows = mask.nonzero().tolist()
+            raise NotImplementedError(NO_PARTIAL_STEPS.format(cls=type(self).__name__, rows=rows))
+        rules = self._step_inputs
+        if rules is not False:
+            rules.check(tensordict)
+        tensordict.set(PARTIAL_STEP, mask)
+        try:
+            next_td = self._step_proc_data(self._step(tensordict))
+        finally:
+            tensordict.pop(PARTIAL_STEP, None)
+        _set_next(tensordict, next_td)
+        return tensordict
 
     # ------------------------------------------------------------------ reset
     def reset(self, tensordict: TensorDictBase | None = None, **kwargs: Any) -> TensorDictBase:
@@ -452,52 +386,6 @@ class EnvBase(EnvSpecsMixin, nn.Module, metaclass=EnvMeta):
                 RESET_NOT_TD.format(cls=type(self).__name__, type=type(tensordict_reset).__name__)
             )
         return self._reset_proc_data(tensordict, tensordict_reset)
-
-    def _reset_proc_data(
-        self, tensordict: TensorDictBase | None, tensordict_reset: TensorDictBase
-    ) -> TensorDictBase:
-        self._complete_done(tensordict_reset)
-        self._reset_check_done(tensordict, tensordict_reset)
-        if tensordict is None:
-            return tensordict_reset
-        return merge_reset(tensordict, tensordict_reset, self.reset_keys)
-
-    def _reset_check_done(
-        self, tensordict: TensorDictBase | None, tensordict_reset: TensorDictBase
-    ) -> None:
-        if self.__dict__["_allow_done_after_reset"]:
-            return
-        checked: list[tuple[str, ...]] = []
-        for reset_key, group in zip(self.reset_keys, self.done_keys_groups):
-            path = (reset_key,) if isinstance(reset_key, str) else reset_key
-            if any(path[: len(root)] == root for root in checked):
-                continue
-            checked.append(path[:-1])
-            reset = _entry(tensordict, reset_key) if tensordict is not None else None
-            for done_key in group:
-                done = _entry(tensordict_reset, done_key)
-                if done is None or not bool(done.any()):
-                    continue
-                if reset is None:
-                    raise RuntimeError(
-                        DONE_AFTER_RESET.format(key=done_key, cls=type(self).__name__)
-                    )
-                mask = reset
-                if mask.ndim > done.ndim:
-                    mask = reduce_to_batch(mask, done.shape)
-                mask = mask.reshape(*mask.shape, *([1] * (done.ndim - mask.ndim)))
-                if bool((done & mask).any()):
-                    raise RuntimeError(
-                        DONE_AFTER_PARTIAL_RESET.format(key=done_key, reset_key=reset_key)
-                    )
-
-    # ------------------------------------------------------------------ done / auto-reset
-    def _any_done(self, tensordict: TensorDictBase) -> bool:
-        for key in self._any_done_keys:
-            value = _entry(tensordict, key)
-            if value is not None and any_true(value):
-                return True
-        return False
 
     def maybe_reset(self, tensordict: TensorDictBase) -> TensorDictBase:
         """Resets the sub-envs that are done in ``tensordict`` (a root, after ``step_mdp``)."""
@@ -544,11 +432,17 @@ class EnvBase(EnvSpecsMixin, nn.Module, metaclass=EnvMeta):
         policy: Callable[[TensorDictBase], Any] | None = None,
         callback: Callable[[EnvBase, TensorDictBase], Any] | None = None,
         *,
+        actions: Iterable[Any] | None = None,
         auto_reset: bool = True,
         auto_cast_to_device: bool = False,
-        break_when_any_done: bool = True,
+        break_when_any_done: bool | None = None,
+        break_when_all_done: bool | None = None,
         return_contiguous: bool = True,
         tensordict: TensorDictBase | None = None,
+        set_truncated: bool = False,
+        out: TensorDictBase | None = None,
+        trust_policy: bool = False,
+        storing_device: torch.device | str | None = None,
     ) -> TensorDictBase:
         """Runs up to ``max_steps`` steps and returns them stacked: shape ``(*batch, T)``.
 
@@ -560,24 +454,45 @@ class EnvBase(EnvSpecsMixin, nn.Module, metaclass=EnvMeta):
             max_steps: number of steps.
             policy: the policy (default: random actions from the action spec).
             callback: called as ``callback(env, transition)`` after every step.
+            actions: pre-computed actions, one per step, written under the top-level action key
+                (instead of a ``policy``; a sized iterable caps ``max_steps`` at its length).
             auto_reset: reset first (with ``tensordict`` as input); otherwise ``tensordict`` is
                 the first root (done sub-envs in it are reset).
             auto_cast_to_device: move data to the policy's device for the policy and back.
-            break_when_any_done: stop at the first done; otherwise done sub-envs are reset in
-                place and the rollout goes on.
+            break_when_any_done: stop at the first done (default, unless
+                ``break_when_all_done``); False: done sub-envs are reset in place and the
+                rollout goes on.
+            break_when_all_done: run until every sub-env is done: a finished sub-env stops
+                stepping (a ``"_step"`` mask, ``rlcore._partial_steps``) and repeats its last
+                transition until the others finish.
             return_contiguous: stack densely; False gives lazy stacks for heterogeneous data.
             tensordict: the input of reset (or the first root when ``auto_reset=False``).
+            set_truncated: mark the last step of the rollout truncated (and done); the env needs
+                a ``"truncated"`` entry (``add_truncated_keys``).
+            out: a tensordict of the result's shape to write the rollout into (returned).
+            trust_policy: accepted for current torchrl's signature (policies are not wrapped).
+            storing_device: the device of the returned data.
+
+        Examples:
+            >>> env.rollout(5, actions=[torch.ones(1, dtype=torch.int8)] * 3).batch_size
+            torch.Size([3])
         """
         return run_rollout(
             self,
             max_steps,
             policy,
             callback,
+            actions=actions,
             auto_reset=auto_reset,
             auto_cast_to_device=auto_cast_to_device,
             break_when_any_done=break_when_any_done,
+            break_when_all_done=break_when_all_done,
             return_contiguous=return_contiguous,
             tensordict=tensordict,
+            set_truncated=set_truncated,
+            out=out,
+            trust_policy=trust_policy,
+            storing_device=storing_device,
         )
 
     # ------------------------------------------------------------------ random actions, fakes
@@ -610,18 +525,6 @@ class EnvBase(EnvSpecsMixin, nn.Module, metaclass=EnvMeta):
             return action
         return tensordict.update(action)
 
-    def _root_action_leaves(self) -> list | tuple:
-        """``[(key, spec)]`` of the action leaves when all sit at the root, else ``()``."""
-
-        def leaves() -> list | tuple:
-            keys = self.action_keys
-            if not all(type(key) is str for key in keys):
-                return ()
-            full = self.full_action_spec
-            return [(key, full[key]) for key in keys]
-
-        return self._cache_get("root_action_leaves", leaves)
-
     def rand_step(self, tensordict: TensorDictBase | None = None) -> TensorDictBase:
         """Steps with a random action."""
         return self.step(self.rand_action(tensordict))
@@ -646,14 +549,15 @@ class EnvBase(EnvSpecsMixin, nn.Module, metaclass=EnvMeta):
     def append_transform(self, transform: Any) -> EnvBase:
         """This env seen through `transform`: a new `TransformedEnv` (torchrl 0.4's shortcut).
 
+        The transforms live in ``rltransforms`` (``pip install rltransforms``), found when first
+        needed: ``rlcore`` does not depend on it.
+
         Examples:
-            >>> from rlcore.transforms import StepCounter
+            >>> from rltransforms import StepCounter
             >>> env.append_transform(StepCounter()).reset()["step_count"]
             tensor([0])
         """
-        from .transforms import TransformedEnv  # transforms build on this module
-
-        return TransformedEnv(self, transform)
+        return _plugins.transforms("EnvBase.append_transform").TransformedEnv(self, transform)
 
     # ------------------------------------------------------------------ lifecycle
     def set_seed(self, seed: int | None = None, static_seed: bool = False) -> int | None:
@@ -701,9 +605,7 @@ class EnvBase(EnvSpecsMixin, nn.Module, metaclass=EnvMeta):
             ... except ImportError:  # rllibs[gym] is not installed
             ...     pass
         """
-        from rlcore._gym_registration import find_gym_registration
-
-        find_gym_registration(f"{cls.__name__}.register_gym")(
+        _plugins.find_gym_registration(f"{cls.__name__}.register_gym")(
             cls,
             id,
             entry_point=entry_point,
@@ -756,13 +658,6 @@ class EnvBase(EnvSpecsMixin, nn.Module, metaclass=EnvMeta):
         return f"{type(self).__name__}(batch_size={self.batch_size}, device={self.device})"
 
 
-def _entry(tensordict: TensorDictBase, key: NestedKey) -> Any:
-    """``tensordict.get(key, None)``, without its key parsing for a plain td and a str key."""
-    if type(tensordict) is TensorDict and type(key) is str:
-        return td_entries(tensordict).get(key)
-    return tensordict.get(key, None)
-
-
 def _set_next(tensordict: TensorDictBase, next_td: TensorDictBase) -> None:
     plain = type(tensordict) is TensorDict
     preset = td_entries(tensordict).get("next") if plain else tensordict.get("next", None)
@@ -776,16 +671,3 @@ def _set_next(tensordict: TensorDictBase, next_td: TensorDictBase) -> None:
         td_set_str(tensordict, "next", next_td)
     else:
         tensordict.set("next", next_td)
-
-
-def _prevailing_done_keys(spec: Composite, prefix: tuple[str, ...]) -> list:
-    names = [name for name, item in spec.items() if not isinstance(item, Composite)]
-    if names:
-        # "done" is terminated | truncated by contract: it alone tells whether the level ended
-        if "done" in names:
-            names = ["done"]
-        return [(*prefix, name) if prefix else name for name in names]
-    keys = []
-    for name, item in spec.items():
-        keys.extend(_prevailing_done_keys(item, (*prefix, name)))
-    return keys

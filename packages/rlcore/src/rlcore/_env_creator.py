@@ -105,10 +105,16 @@ class EnvCreator:
         """The tensordicts every env built loads (shared unless ``share_memory=False``).
 
         Examples:
-            >>> from rlcore.transforms import TransformedEnv, VecNorm
-            >>> make = lambda: TransformedEnv(MyEnv(), VecNorm(["observation"]))
-            >>> creator = EnvCreator(make)
-            >>> creator.state_dict()["_extra_state"]["td"].is_shared()
+            >>> from tensordict import TensorDict
+            >>> class Counted(MyEnv):  # state in a tensordict, as VecNorm keeps its statistics
+            ...     def __init__(self):
+            ...         super().__init__()
+            ...         self.stats = TensorDict({"count": torch.zeros(1)}, [])
+            ...     def get_extra_state(self):
+            ...         return {"td": self.stats}
+            ...     def set_extra_state(self, state):
+            ...         self.stats = state["td"]
+            >>> EnvCreator(Counted).state_dict()["_extra_state"]["td"].is_shared()
             True
         """
         return self._shared_state

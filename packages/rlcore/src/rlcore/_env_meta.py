@@ -5,6 +5,8 @@ from __future__ import annotations
 import abc
 from typing import Any
 
+from rlcore import _plugins
+
 __all__ = ["EnvMeta"]
 
 REPLACE_WITHOUT_AUTO_RESET = (
@@ -14,7 +16,8 @@ REPLACE_WITHOUT_AUTO_RESET = (
 
 
 class EnvMeta(abc.ABCMeta):
-    """Builds the env, then wraps it in an ``AutoResetEnv`` when built with ``auto_reset=True``.
+    """Builds the env, then wraps it in an ``AutoResetEnv`` when built with ``auto_reset=True``
+    (from ``rltransforms``, found when needed: ``pip install rltransforms``).
 
     An ``abc.ABCMeta``, as torchrl 0.4's env metaclass is: an env class may also derive from
     ``abc.ABC`` (or a ``typing.Protocol``) without a metaclass conflict.
@@ -33,6 +36,6 @@ class EnvMeta(abc.ABCMeta):
                     REPLACE_WITHOUT_AUTO_RESET.format(cls=cls.__name__, replace=replace)
                 )
             return env
-        from .transforms import AutoResetEnv, AutoResetTransform  # transforms build on envs
-
-        return AutoResetEnv(env, AutoResetTransform(replace=True if replace is None else replace))
+        found = _plugins.transforms(f"{cls.__name__}(..., auto_reset=True)")
+        replace = True if replace is None else replace
+        return found.AutoResetEnv(env, found.AutoResetTransform(replace=replace))

@@ -263,6 +263,8 @@ class EnvSpecsMixin:
         Locked at its top level (set those three through their setters); what is inside may be
         edited in place and the env's caches follow.
         """
+        if "_class_specs" in self.__dict__:  # specs set on the class, __init__ not run yet
+            self._apply_class_specs()
         spec = self.__dict__.get("_output_spec")
         if spec is None:
             spec = self.__dict__["_output_spec"] = self._spec_default_output()
@@ -288,6 +290,8 @@ class EnvSpecsMixin:
     @property
     def input_spec(self) -> Composite:
         """Composite with ``full_action_spec`` and ``full_state_spec`` (top level locked)."""
+        if "_class_specs" in self.__dict__:  # specs set on the class, __init__ not run yet
+            self._apply_class_specs()
         spec = self.__dict__.get("_input_spec")
         if spec is None:
             spec = self.__dict__["_input_spec"] = self._spec_default_input()

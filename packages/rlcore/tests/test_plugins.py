@@ -1,15 +1,17 @@
-"""EnvBase.register_gym: found through the rlcore.register_gym entry point, never imported."""
+"""What EnvBase finds above rlcore: register_gym (the rlcore.register_gym entry point) and the
+transforms (rltransforms, imported by name when needed), never imported by rlcore itself."""
 
 from __future__ import annotations
 
 import re
+import sys
 
 import pytest
 import torch
 from tensordict import TensorDict
 
 from rlcore import EnvBase
-from rlcore import _gym_registration as registration
+from rlcore import _plugins as registration
 from rlspecs import Composite, Unbounded
 
 
@@ -84,3 +86,35 @@ def test_a_plugin_that_fails_to_load_is_reported_with_its_cause(monkeypatch):
     _use_entry_points(monkeypatch, _EntryPoint("gymnasium", error=ImportError("no gymnasium")))
     with pytest.raises(ImportError, match="could not be loaded \\(no gymnasium\\)"):
         _Env.register_gym("Thing-v0")
+
+
+# ------------------------------------------------------------------ the transforms
+
+
+@pytest.fixture
+def without_rltransforms(monkeypatch):
+    """As if rltransforms were not installed (None in sys.modules stops its import)."""
+    monkeypatch.setitem(sys.modules, "rltransforms", None)
+
+
+def test_append_transform_without_rltransforms_says_what_to_install(without_rltransforms):
+    with pytest.raises(ImportError, match=re.escape("pip install rltransforms")) as info:
+        _Env().append_transform(object())
+    assert "EnvBase.append_transform" in str(info.value)
+
+
+def test_auto_reset_without_rltransforms_says_what_to_install(without_rltransforms):
+    with pytest.raises(
+        ImportError, match=r"_Env\(\.\.\., auto_reset=True\).*pip install rltransforms"
+    ):
+        _Env(auto_reset=True)
+
+
+def test_rlcore_imports_no_transform_module():
+    import subprocess
+
+    code = (
+        "import rlcore, sys; print(sorted(m for m in sys.modules if m.startswith('rltransforms')))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"

@@ -1,0 +1,62 @@
+"""The order of a step's and a reset's entries: the step contract's, read from the specs.
+
+Every path returns the same keys in the same order, whatever order an env's ``_step`` or
+``_reset`` wrote them in: ``"next"`` holds the observations, then the rewards, then the done
+flags; a reset's output the observations, the done flags, then the state (each group in its
+spec's order, a nested group where its first leaf falls). Entries outside the specs follow, in
+the order they came.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from tensordict import TensorDict, TensorDictBase
+
+from rlspecs import Composite
+from rlspecs.private_apis import td_entries, td_is_locked
+
+__all__ = ["in_order", "root_order"]
+
+
+def root_order(*specs: Composite) -> tuple[str, ...]:
+    """The root keys of ``specs``' entries, in order, each once.
+
+    Examples:
+        >>> from rlspecs import Unbounded
+        >>> root_order(Composite(obs=Unbounded(1)), Composite(reward=Unbounded(1), obs=Unbounded(1)))
+        ('obs', 'reward')
+    """
+    order: dict[str, None] = {}
+    for spec in specs:
+        order.update(dict.fromkeys(spec.keys()))
+    return tuple(order)
+
+
+def in_order(td: TensorDictBase, order: tuple[str, ...]) -> TensorDictBase:
+    """Puts the root entries of ``td`` (a plain, unlocked tensordict) in ``order``, in place.
+
+    Examples:
+        >>> import torch
+        >>> td = TensorDict({"done": torch.zeros(1), "obs": torch.ones(1)}, [])
+        >>> list(in_order(td, ("obs", "done")).keys())
+        ['obs', 'done']
+    """
+    if type(td) is not TensorDict:
+        return td
+    entries = td_entries(td)
+    keys = tuple(entries)
+    if keys[: len(order)] == order or td_is_locked(td):
+        return td
+    ordered = {key: entries[key] for key in order if key in entries}
+    if len(ordered) < len(entries):
+        ordered.update(_rest(entries.items(), ordered))
+    if tuple(ordered) != keys:
+        # the same entries, reordered: the storage dict is rewritten with what it held
+        entries.clear()
+        entries.update(ordered)
+    return td
+
+
+def _rest(items: Iterable, taken: dict) -> Iterable:
+    return ((key, value) for key, value in items if key not in taken)
