@@ -9,8 +9,9 @@ import torch
 from batched_test_envs import FailingCountingEnv, GatedCountingEnv, HangingCountingEnv
 from tensordict import TensorDict
 
-from rlcore import EnvClosedError, WorkerDiedError, WorkerTimeoutError
+from rlcore import EnvClosedError
 from rlmocks import CountingEnv
+from rlworkers import WorkerDiedError, WorkerTimeoutError
 
 
 def _actions(n, value=1, env_index=None):

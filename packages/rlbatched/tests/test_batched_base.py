@@ -49,8 +49,10 @@ def test_batch_size_prepends_workers(make_batched, env_batch_size):
     """The batch size is (num_workers, *sub-env batch size), for any sub-env batch."""
     env = MockBatchedLockedEnv(device="cpu", batch_size=torch.Size(env_batch_size))
     batched = make_batched(2, lambda: env)
-    assert batched.batch_size == (2, *env_batch_size)
     assert batched.is_closed  # nothing started yet
+    assert batched.batch_size == (2, *env_batch_size)
+    # a SerialEnv read its sub-env at construction; a ParallelEnv's workers report theirs
+    assert batched.is_closed == isinstance(batched, SerialEnv)
 
 
 @pytest.mark.parametrize("env_batch_size", [(), (4,), (2, 3)])

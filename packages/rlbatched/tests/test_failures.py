@@ -34,15 +34,10 @@ from tensordict import TensorDict
 
 from rlbatched import ParallelEnv
 from rlbatched._batched_base import CLOSED_ERROR, PARTIAL_RESET_CLOSED_ERROR
-from rlbatched._inputs import BAD_DTYPE, BAD_SHAPE, MISSING_ACTION
-from rlcore import (
-    EnvClosedError,
-    RemoteTraceback,
-    WorkerDiedError,
-    WorkerRaisedError,
-    WorkerTimeoutError,
-)
+from rlcore import EnvClosedError
+from rlcore.step_inputs import BAD_DTYPE, BAD_SHAPE, MISSING_ACTION
 from rlmocks import CountingEnv
+from rlworkers import RemoteTraceback, WorkerDiedError, WorkerRaisedError, WorkerTimeoutError
 
 PARALLEL = [m for m in ("fork", "spawn") if m in multiprocessing.get_all_start_methods()]
 TESTS_DIR = os.path.dirname(os.path.abspath(__file__))
@@ -356,12 +351,20 @@ def test_workers_exit_soon_after_the_main_process_dies(method, death, in_thread)
 
 
 # ---------------------------------------------------------------------- 8: start-up
-def test_start_up_hang_honours_worker_timeout(make_kind, method):
+def test_start_up_hang_honours_start_timeout(make_kind, method):
     env = make_kind(
-        method, 1, BadStartCountingEnv, create_env_kwargs={"mode": "hang"}, worker_timeout=2.0
+        method,
+        1,
+        BadStartCountingEnv,
+        create_env_kwargs={"mode": "hang"},
+        start_timeout=2.0,
+        worker_timeout=60.0,
     )
     start = time.monotonic()
-    with pytest.raises(WorkerTimeoutError, match="did not answer within 2 s during start") as info:
+    with pytest.raises(
+        WorkerTimeoutError,
+        match=re.escape("did not answer within 2 s during start (start_timeout=2)"),
+    ) as info:
         env.reset()
     assert time.monotonic() - start < 60
     assert (info.value.phase, info.value.seconds) == ("start", 2.0)

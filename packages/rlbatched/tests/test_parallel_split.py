@@ -11,8 +11,8 @@ from tensordict import TensorDict, TensorDictBase
 
 from rlbatched import ParallelEnv
 from rlbatched._parallel import split_evenly
-from rlcore import WorkerDiedError
 from rlmocks import CountingEnv
+from rlworkers import WorkerDiedError
 
 METHODS = ["fork", "spawn", "forkserver"]
 

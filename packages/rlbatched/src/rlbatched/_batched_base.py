@@ -10,9 +10,19 @@ import torch
 from tensordict import LazyStackedTensorDict, TensorDictBase
 
 from rlcore import EnvBase, EnvClosedError
+from rlcore.step_inputs import (
+    ACTION,
+    DONE,
+    OBSERVATION,
+    STATE,
+    TreeRules,
+    check_flat,
+    flat_rules,
+    get_many,
+)
 
-from . import _td_fast
-from ._inputs import ACTION, DONE, OBSERVATION, STATE, TreeRules, check_flat, flat_rules
+from . import _tensordict_ops
+from ._metadata import EnvMeta, check_schemas
 
 SHARE_INDIVIDUAL_TD_ERROR = (
     "share_individual_td must be set to None or True when using multi-task batched "
@@ -35,7 +45,7 @@ PARTIAL_RESET_CLOSED_ERROR = (
 )
 PIN_MEMORY_ERROR = (
     "pin_memory=True is not supported for batched envs (torchrl 0.4 deprecated it too): "
-    "append rlcore.transforms.PinMemoryTransform to pin what you move to the GPU."
+    "append rltransforms.PinMemoryTransform to pin what you move to the GPU."
 )
 STEP_WHEN_DONE_ERROR = (
     "allow_step_when_done=True is not supported (torchrl 0.4 deprecated it too): reset the "
@@ -67,27 +77,7 @@ def move(td: TensorDictBase, device: torch.device, non_blocking: bool) -> Tensor
     return moved
 
 
-class _EnvMeta:
-    """What the batched env needs to know about one sub-env, read once at construction."""
-
-    __slots__ = ("batch_size", "device", "batch_locked", "output_spec", "input_spec")
-
-    def __init__(self, env: EnvBase):
-        self.batch_size = torch.Size(env.batch_size)
-        self.device = env.device
-        self.batch_locked = env.batch_locked
-        self.output_spec = env.output_spec.clone()
-        self.input_spec = env.input_spec.clone()
-
-    def same_specs(self, other: _EnvMeta) -> bool:
-        return (
-            self.batch_size == other.batch_size
-            and self.output_spec == other.output_spec
-            and self.input_spec == other.input_spec
-        )
-
-
-def _spec_keys(meta: _EnvMeta, *names: str) -> list:
+def _spec_keys(meta: EnvMeta, *names: str) -> list:
     keys = []
     for name in names:
         spec = meta.output_spec[name] if name in meta.output_spec.keys() else meta.input_spec[name]
@@ -100,6 +90,18 @@ def _parts(tensordict: TensorDictBase) -> list[TensorDictBase]:
     if isinstance(tensordict, LazyStackedTensorDict) and tensordict.stack_dim == 0:
         return list(tensordict.tensordicts)
     return list(tensordict.unbind(0))
+
+
+class _BatchedInputs:
+    """A batched env's step check, as ``EnvBase.step`` calls it (``check(tensordict)``)."""
+
+    __slots__ = ("env",)
+
+    def __init__(self, env: BatchedEnvBase) -> None:
+        self.env = env
+
+    def check(self, tensordict: TensorDictBase) -> list | None:
+        return self.env._check_inputs(tensordict, "step", (ACTION, STATE))
 
 
 def step_function(
@@ -122,6 +124,9 @@ def step_function(
 
 class BatchedEnvBase(EnvBase):
     """Common machinery of ``SerialEnv`` and ``ParallelEnv`` (not used directly).
+
+    A step's action goes to every sub-env, so a missing action leaf raises (``KeyError``
+    naming it) before any sub-env steps.
 
     Examples:
         >>> from rlbatched import SerialEnv
@@ -174,13 +179,7 @@ class BatchedEnvBase(EnvBase):
             if len(kwargs) != num_workers:
                 raise ValueError(NUM_KWARGS_ERROR.format(got=len(kwargs), expected=num_workers))
 
-        metas = self._read_metadata(fns, kwargs)
-        meta = metas[0]
-        batch_size = torch.Size([num_workers, *meta.batch_size])
-        homogeneous = all(other is meta or meta.same_specs(other) for other in metas[1:])
-        out_device = torch.device(device) if device is not None else meta.device
-        super().__init__(device=out_device, batch_size=batch_size)
-
+        super().__init__(device=device)
         self.num_workers = num_workers
         self.create_env_fn = fns
         self.create_env_kwargs = kwargs
@@ -188,14 +187,51 @@ class BatchedEnvBase(EnvBase):
         self.serial_for_single = serial_for_single
         self.non_blocking = non_blocking
         self._single_task = single_task
-        # one dense shared tensordict, or one per worker stacked lazily
-        self._lazy_stack = (not homogeneous) if share_individual_td is None else share_individual_td
-        self.share_individual_td = self._lazy_stack
-        self._env_device = meta.device
-        self._batch_locked = meta.batch_locked
-        self._metas = metas
+        # the argument; once the metadata are known, whether the buffers are stacked lazily
+        self.share_individual_td = share_individual_td
+        self._device_arg = self.__dict__["_device"]
         # set by close() (or a lost worker), cleared by reset(): until then, stepping raises
         self._must_reset = False
+        self.__dict__["_metas"] = None
+        metas = self._initial_metadata(fns, kwargs)
+        if metas is not None:
+            self._set_metadata(metas)
+
+    def _initial_metadata(self, fns: list[Callable], kwargs: list[dict]) -> list[EnvMeta] | None:
+        """The sub-envs' metadata known at construction, or None (a subclass reads them later).
+
+        Here: each distinct factory builds one sub-env in this process, which is read.
+        """
+        seen: dict[int, EnvMeta] = {}
+        metas = []
+        for fn, kw in zip(fns, kwargs):
+            if id(fn) not in seen:
+                seen[id(fn)] = EnvMeta.from_env(fn(**kw))
+            metas.append(seen[id(fn)])
+        return metas
+
+    def _set_metadata(self, metas: list[EnvMeta]) -> None:
+        """Record the sub-envs' metadata: the batch size, device and specs follow from them.
+
+        The specs are those of worker 0 expanded to the batch when every worker's are the same,
+        else the workers' specs stacked lazily (as the buffers then are, unless
+        ``share_individual_td`` says otherwise).
+        """
+        meta = metas[0]
+        homogeneous = all(other is meta or meta.same_specs(other) for other in metas[1:])
+        share = self.share_individual_td
+        if share is False and not homogeneous:
+            check_schemas(metas)
+        self.__dict__["_metas"] = metas
+        batch_size = torch.Size([self.num_workers, *meta.batch_size])
+        out_device = self._device_arg if self._device_arg is not None else meta.device
+        self.__dict__["_batch_size"] = batch_size
+        self.__dict__["_device"] = out_device
+        self.__dict__["_batch_locked"] = meta.batch_locked
+        # one dense shared tensordict, or one per worker stacked lazily
+        self._lazy_stack = (not homogeneous) if share is None else share
+        self.share_individual_td = self._lazy_stack
+        self._env_device = meta.device
 
         if homogeneous:
             output_spec = meta.output_spec.expand(batch_size)
@@ -211,17 +247,7 @@ class BatchedEnvBase(EnvBase):
         self.full_observation_spec = output_spec["full_observation_spec"]
         self.full_reward_spec = output_spec["full_reward_spec"]
         self.full_done_spec = output_spec["full_done_spec"]
-
-    @staticmethod
-    def _read_metadata(fns: list[Callable], kwargs: list[dict]) -> list[_EnvMeta]:
-        """Build each distinct sub-env once in this process and record its specs."""
-        seen: dict[int, _EnvMeta] = {}
-        metas = []
-        for fn, kw in zip(fns, kwargs):
-            if id(fn) not in seen:
-                seen[id(fn)] = _EnvMeta(fn(**kw))
-            metas.append(seen[id(fn)])
-        return metas
+        self.empty_cache()
 
     # ------------------------------------------------------------------ lifecycle
     def start(self) -> None:
@@ -292,7 +318,7 @@ class BatchedEnvBase(EnvBase):
 
         return self._cache_get(f"batched_input_rules:{','.join(roles)}", compute)
 
-    def _role_spec(self, role: str, meta: _EnvMeta | None = None) -> Any:
+    def _role_spec(self, role: str, meta: EnvMeta | None = None) -> Any:
         name = {
             ACTION: "full_action_spec",
             STATE: "full_state_spec",
@@ -303,6 +329,14 @@ class BatchedEnvBase(EnvBase):
             return getattr(self, name)
         specs = meta.input_spec if role in (ACTION, STATE) else meta.output_spec
         return specs[name]
+
+    @property
+    def _step_inputs(self) -> _BatchedInputs | bool:
+        """The step's input check (``EnvBase.step`` runs it): the rules of ``rlcore.step_inputs``
+        compiled for the batch, per sub-env where their specs are stacked lazily."""
+        if not self._checks_step_inputs:
+            return False
+        return self._cache_get("step_inputs", lambda: _BatchedInputs(self))
 
     def _check_inputs(self, tensordict: TensorDictBase, phase: str, roles: tuple) -> list | None:
         """Check ``tensordict``'s leaves of ``roles``; return what not to pass on, per worker.
@@ -316,7 +350,7 @@ class BatchedEnvBase(EnvBase):
         rules = self._input_rules(roles)
         if rules[0] == "flat":
             _, keys, flat = rules
-            skipped = check_flat(flat, _td_fast.get_many(tensordict, keys), where, require)
+            skipped = check_flat(flat, get_many(tensordict, keys), where, require)
             if skipped is None:
                 return None
             return [[keys[i] for i in skipped]] * self.num_workers
@@ -371,7 +405,7 @@ class BatchedEnvBase(EnvBase):
     def _stack(self, tds: list[TensorDictBase]) -> TensorDictBase:
         if self._lazy_stack:
             return LazyStackedTensorDict(*tds, stack_dim=0)
-        return _td_fast.stack(tds)
+        return _tensordict_ops.stack(tds)
 
     # ------------------------------------------------------------------ forwarding
     def _forward_attr(self, name: str) -> Any:
@@ -383,13 +417,15 @@ class BatchedEnvBase(EnvBase):
         except AttributeError:
             if name.startswith("_") or "_metas" not in self.__dict__:
                 raise
-            if not self._started():
+            if self.__dict__["_metas"] is None or not self._started():
                 raise AttributeError(
                     NOT_STARTED_ERROR.format(cls=type(self).__name__, name=name)
                 ) from None
         return self._forward_attr(name)
 
     def __repr__(self) -> str:
+        if self.__dict__.get("_metas") is None:  # not started: reading the specs would start it
+            return f"{type(self).__name__}(num_workers={self.num_workers}, not started)"
         return (
             f"{type(self).__name__}(num_workers={self.num_workers}, "
             f"batch_size={tuple(self.batch_size)}, device={self.device})"

@@ -2,26 +2,31 @@
 
 from __future__ import annotations
 
-import copy
 import functools
+import pickle
 import sys
 import weakref
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
+from multiprocessing.reduction import ForkingPickler
 from typing import Any
 
 import torch
+import torch.multiprocessing  # noqa: F401 - registers the reductions that share tensor memory
 from tensordict import LazyStackedTensorDict, TensorDictBase
 
-from rlcore import CloudpickleBox, EnvBase, WorkerPool
+from rlcore import EnvBase
+from rlcore.step_inputs import ACTION, DONE, OBSERVATION, STATE, check_flat, get_many
+from rlworkers import CloudpickleBox, WorkerPool
 
 from ._batched_base import BatchedEnvBase, _parts, move
-from ._inputs import ACTION, DONE, OBSERVATION, STATE, check_flat
+from ._lazy_specs import LazySpecsMixin
+from ._metadata import EnvMeta, creator_metadata, metas_from_reports, reporting_workers
+from ._parallel_async import AsyncStepsMixin, closes_on_worker_loss
 from ._serial import SerialEnv
 from ._shared import SharedLayout
-from ._td_fast import cat, clone, copy_into, get_many, take_rows
+from ._tensordict_ops import clone, copy_into
 from ._threads import ThreadBudget
 from ._worker_env import (
-    STEP,
     _run_worker_pipe_shared_mem,  # noqa: F401 - replaceable here (tests)
     _worker_entry,
 )
@@ -29,7 +34,9 @@ from ._worker_env import (
 DEFAULT_START_METHOD = "spawn"
 START_METHODS = ("spawn", "fork", "forkserver")
 DEFAULT_WORKER_TIMEOUT_S = 60.0  # a step, reset or call, when worker_timeout is not set
-DEFAULT_START_TIMEOUT_S = 300.0  # start-up (imports, env building), when worker_timeout is not set
+# start-up (a spawned worker imports torch and builds its env: tens of seconds on a loaded
+# machine), when start_timeout is not set
+DEFAULT_START_TIMEOUT_S = 300.0
 LABEL = "ParallelEnv worker"
 AFTER_LOSS = "; the env was closed and reopens on the next reset()."
 NO_SLOT = (
@@ -42,44 +49,8 @@ BAD_PROCESSES = (
     "({num_workers}), got {got!r}."
 )
 BAD_START_METHOD = "ParallelEnv: mp_start_method must be one of {known} or None, got {got!r}."
-ENV_INDEX = "env_index"
-ASYNC_BUSY = (
-    "ParallelEnv.async_step_send: sub-env {index} still has a step in flight; receive it with "
-    "async_step_recv() before sending it another action."
-)
-ASYNC_NOTHING = (
-    "ParallelEnv.async_step_recv: no step in flight; send actions with async_step_send() first."
-)
-ASYNC_MIN_GET = (
-    "ParallelEnv.async_step_recv: min_get must be an int between 1 and the number of sub-envs "
-    "in flight ({in_flight}), got {got!r}."
-)
-ASYNC_PENDING = (
-    "ParallelEnv.{where}: sub-envs {indices} have asynchronous steps in flight "
-    "(async_step_send); receive them with async_step_recv() first."
-)
-BAD_ENV_INDEX = (
-    "ParallelEnv.async_step_send: {key!r} must be a 1-d int64 tensor of distinct sub-env "
-    "indices in [0, {num_workers}) with one entry per row of the tensordict (batch {batch}), "
-    "got {got}."
-)
 STEP_ROLES = (ACTION, STATE, OBSERVATION)
 RESET_ROLES = (ACTION, STATE, OBSERVATION, DONE)
-
-
-def _closes_on_worker_loss(method: Callable) -> Callable:
-    """Mark the env closed when a call ended with the worker pool shut down (dead/hung worker)."""
-
-    @functools.wraps(method)
-    def wrapper(self, *args, **kwargs):
-        try:
-            return method(self, *args, **kwargs)
-        except BaseException:
-            if self._pool is not None and not self._pool.alive:
-                self.close()
-            raise
-
-    return wrapper
 
 
 _SERIAL_KWARGS = (
@@ -95,23 +66,30 @@ _SERIAL_KWARGS = (
 )
 
 
-class ParallelEnv(BatchedEnvBase):
+class ParallelEnv(AsyncStepsMixin, LazySpecsMixin, BatchedEnvBase):
     """Runs ``num_workers`` envs in worker processes and batches their data.
 
     Each sub-env owns a slice of one shared-memory tensordict
     (``shared_tensordict_parent``): a step writes the actions into it, then sets each
     sub-env's command flag in shared memory and posts one semaphore per process; each sub-env
-    sets its ready flag when done (``rlcore.WorkerPool``: pipes carry only start-up, errors
+    sets its ready flag when done (``rlworkers.WorkerPool``: pipes carry only start-up, errors
     and rare commands). Waiting processes spin for a fraction of a millisecond (2 ms in
     ``async_step_recv``), yielding the core to any other runnable process, then block, so
     idle workers use no CPU. What
     ``step``, ``reset`` and ``rollout`` return is a copy owned by the caller.
     ``async_step_send`` / ``async_step_recv`` step sub-envs without waiting for all of them.
 
+    The main process never runs a sub-env's code: each worker builds its sub-env and reports
+    its specs, batch size and device when it starts (only one worker per distinct factory and
+    keyword arguments does; different ones give lazily stacked specs where they differ), or an
+    ``rlcore.EnvCreator`` factory supplies them, as in torchrl. The workers start lazily: on
+    the first ``reset``, ``step``, ``rollout`` or ``set_seed``, or on the first read of
+    anything that depends on the specs (``observation_spec``, ``batch_size``, ``device``, ...).
+
     Inputs are checked as in ``SerialEnv`` before anything reaches a worker (every action
     leaf present, exact shapes, values that fit the spec's dtype). A worker that raises,
-    dies or hangs gives an exception naming it (``rlcore.WorkerDiedError``,
-    ``rlcore.WorkerTimeoutError``, or the worker's own exception type); a lost worker closes
+    dies or hangs gives an exception naming it (``rlworkers.WorkerDiedError``,
+    ``rlworkers.WorkerTimeoutError``, or the worker's own exception type); a lost worker closes
     the env. A closed env raises ``rlcore.EnvClosedError`` when stepped, until ``reset()``.
 
     Args:
@@ -127,9 +105,13 @@ class ParallelEnv(BatchedEnvBase):
         num_threads: torch threads of the main process once started (default: the
             current count minus one per worker, given back on close).
         num_sub_threads: torch threads of each worker.
-        worker_timeout: seconds to wait for a worker's answer (start-up included) before
-            raising ``WorkerTimeoutError``. Default: 60 s for a step, reset or call and 300 s
-            for start-up (a spawned worker imports torch and builds its env).
+        worker_timeout: seconds to wait for a worker's answer to a step, reset, ``set_seed``
+            or forwarded call before raising ``WorkerTimeoutError`` (default 60 s); start-up
+            never counts against it.
+        start_timeout: seconds the workers have to start (import, build their sub-envs, report
+            their specs, bind to the shared buffer) before ``WorkerTimeoutError`` names the one
+            still silent, phase ``"start"`` (default 300 s: a spawned worker imports torch and
+            builds its env, tens of seconds on a loaded machine).
         num_processes: number of worker processes (default: one per sub-env). Each process
             runs a contiguous block of sub-envs one after the other (``num_workers`` split as
             evenly as possible, the first processes taking one more); batch layout, seeding,
@@ -142,6 +124,8 @@ class ParallelEnv(BatchedEnvBase):
         policy_proof: torchrl 0.4's argument, ignored as there (with a warning).
         non_blocking: device moves of inputs and outputs use ``non_blocking=True``; a move
             off a GPU is still waited for before the data is returned.
+        metadata_from_workers: torchrl's argument. The metadata always come from the workers
+            here; ``True`` also starts them at construction, as torchrl then does.
 
     Examples:
         >>> from rlbatched import ParallelEnv
@@ -151,6 +135,10 @@ class ParallelEnv(BatchedEnvBase):
         torch.Size([2, 3])
         >>> env.close()
     """
+
+    # the input is checked while it is written into the shared buffer (_write_inputs), with the
+    # same rules EnvBase.step applies (rlcore.step_inputs), observations included
+    _checks_step_inputs = False
 
     def __new__(cls, *args, serial_for_single: bool = False, **kwargs):
         num_workers = args[0] if args else kwargs.get("num_workers")
@@ -180,6 +168,8 @@ class ParallelEnv(BatchedEnvBase):
         policy_proof: Callable | None = None,
         allow_step_when_done: bool = False,
         non_blocking: bool = False,
+        start_timeout: float | None = None,
+        metadata_from_workers: bool = False,
     ):
         super().__init__(
             num_workers,
@@ -209,6 +199,7 @@ class ParallelEnv(BatchedEnvBase):
         self.num_threads = num_threads
         self.num_sub_threads = num_sub_threads
         self.worker_timeout = worker_timeout
+        self.start_timeout = DEFAULT_START_TIMEOUT_S if start_timeout is None else start_timeout
         self.num_processes = num_processes
         self._pool: WorkerPool | None = None
         self._workers: list = []
@@ -216,14 +207,26 @@ class ParallelEnv(BatchedEnvBase):
         self._async: dict[int, tuple[TensorDictBase, int]] = {}  # sub-env -> (its send, row)
         self._drop_views()
         self.is_closed = True
+        if metadata_from_workers:
+            self.start()
 
     # ------------------------------------------------------------------ lifecycle
+    def _initial_metadata(self, fns: list[Callable], kwargs: list[dict]) -> list[EnvMeta] | None:
+        """An ``EnvCreator``'s metadata; else None: the workers report them when they start."""
+        return creator_metadata(fns, kwargs)
+
+    def _start_metadata(self) -> None:
+        self.start()
+
     def _started(self) -> bool:
         return self._pool is not None and self._pool.alive
 
     def _start_workers(self) -> None:
-        layout = SharedLayout(self._buffer_template())
-        buffer = layout.allocate()
+        """Start the workers; learn the metadata from them if not known yet; then lay out the
+        shared buffer and bind every sub-env to its slice (all of it phase "start")."""
+        known = self.__dict__["_metas"] is not None
+        fns, kwargs = self.create_env_fn, self.create_env_kwargs
+        report = [False] * self.num_workers if known else reporting_workers(fns, kwargs)
         boxed = self._mp_start_method != "fork"
         # looked up now, so that a replacement installed on the module is honoured
         run_fn = sys.modules[__name__]._run_worker_pipe_shared_mem
@@ -233,16 +236,15 @@ class ParallelEnv(BatchedEnvBase):
         for count in counts:
             indices = list(range(first, first + count))
             first += count
-            fns = [self.create_env_fn[i] for i in indices]
-            kwargs = [self.create_env_kwargs[i] for i in indices]
+            own_fns = [fns[i] for i in indices]
+            own_kwargs = [kwargs[i] for i in indices]
             args = (
                 run_fn,
                 self.num_sub_threads,
                 indices,
-                CloudpickleBox(fns) if boxed else fns,
-                CloudpickleBox(kwargs) if boxed else kwargs,
-                buffer,
-                layout,
+                CloudpickleBox(own_fns) if boxed else own_fns,
+                CloudpickleBox(own_kwargs) if boxed else own_kwargs,
+                [report[i] for i in indices],
             )
             workers.append((_worker_entry, args))
         processes = len(counts)
@@ -253,6 +255,7 @@ class ParallelEnv(BatchedEnvBase):
             torch.set_num_threads(self.num_threads)
             give_back = None
         timeout = self.worker_timeout
+        buffer = parent = layout = None
         try:
             pool = WorkerPool(
                 workers,
@@ -260,6 +263,8 @@ class ParallelEnv(BatchedEnvBase):
                 label=LABEL,
                 timeout=DEFAULT_WORKER_TIMEOUT_S if timeout is None else timeout,
                 timeout_arg="worker_timeout",
+                start_timeout=self.start_timeout,
+                start_timeout_arg="start_timeout",
                 after_loss=AFTER_LOSS,
                 on_shutdown=give_back,
                 slots=counts,
@@ -269,11 +274,16 @@ class ParallelEnv(BatchedEnvBase):
             self._pool = pool
             self._worker_skips: list[list | None] = [None] * self.num_workers
             self._workers = pool.procs
+            replies = pool.gather("start")
+            if not known:
+                self._set_metadata(metas_from_reports(fns, kwargs, replies))
+            layout = SharedLayout(self._buffer_template())
+            buffer = layout.allocate()
             parent = layout.views(buffer)
+            pool.request("start", "bind", payloads=_bind_payloads(buffer, layout, counts))
             self.shared_tensordict_parent = parent
             self._sync_cuda = buffer.device.type == "cuda"
             self._bind_views(parent)
-            pool.gather("start", timeout=DEFAULT_START_TIMEOUT_S if timeout is None else timeout)
         except BaseException:
             # release the shared buffer now: this frame stays alive in the traceback
             workers = args = buffer = parent = layout = None
@@ -350,7 +360,7 @@ class ParallelEnv(BatchedEnvBase):
         self._next_view = self._reset_view = None
         self._plans: dict = {}
 
-    @_closes_on_worker_loss
+    @closes_on_worker_loss
     def set_seed(self, seed: int | None = None, static_seed: bool = False) -> int | None:
         """Seed worker i with the seed returned by worker i-1; return the last one."""
         self._refuse_if_async("set_seed")
@@ -360,7 +370,7 @@ class ParallelEnv(BatchedEnvBase):
         return seed
 
     # ------------------------------------------------------------------ data path
-    @_closes_on_worker_loss
+    @closes_on_worker_loss
     def _step(self, tensordict: TensorDictBase) -> TensorDictBase:
         self._refuse_if_async("step")
         self._check_batch(tensordict)
@@ -380,7 +390,7 @@ class ParallelEnv(BatchedEnvBase):
             return super()._step_proc_data(next_td)
         return next_td
 
-    @_closes_on_worker_loss
+    @closes_on_worker_loss
     def _reset(self, tensordict: TensorDictBase | None = None, **kwargs) -> TensorDictBase:
         self._refuse_if_async("reset")
         masks = self._reset_masks(tensordict)
@@ -404,213 +414,6 @@ class ParallelEnv(BatchedEnvBase):
             pool.request("reset", "reset", payloads=payloads)
             self._must_reset = False
             return self._read(self._reset_view)
-
-    # ------------------------------------------------------------------ asynchronous steps
-    def _refuse_if_async(self, where: str) -> None:
-        if self._async:
-            raise RuntimeError(ASYNC_PENDING.format(where=where, indices=sorted(self._async)))
-
-    @_closes_on_worker_loss
-    def async_step_send(self, tensordict: TensorDictBase) -> None:
-        """Start a step of some sub-envs without waiting for it; ``async_step_recv`` reads it.
-
-        ``tensordict`` holds the actions of every sub-env (batch ``[num_workers]``), or of the
-        rows named by its int64 ``"env_index"`` entry (shape ``[k]``, batch ``[k]``). Inputs are
-        checked as by ``step``. A sub-env whose last step was not received yet is refused
-        (``RuntimeError`` naming it); ``step``, ``reset`` and ``set_seed`` are refused while
-        any step is in flight.
-
-        Examples:
-            >>> import torch
-            >>> from rlbatched import ParallelEnv
-            >>> from rlmocks import CountingEnv
-            >>> env = ParallelEnv(4, CountingEnv, num_processes=2, mp_start_method="fork")
-            >>> td = env.reset()
-            >>> td["action"] = torch.ones(4, 1, dtype=torch.int8)
-            >>> env.async_step_send(td)
-            >>> out = env.async_step_recv(min_get=4)
-            >>> out["env_index"].tolist(), out["next", "observation"].flatten().tolist()
-            ([0, 1, 2, 3], [1, 1, 1, 1])
-            >>> env.async_step_send(out[:2].exclude("next"))  # sub-envs 0 and 1 step again
-            >>> env.async_step_recv(min_get=2)["env_index"].tolist()
-            [0, 1]
-            >>> env.close()
-        """
-        env_index = tensordict.get(ENV_INDEX, None)
-        if env_index is None:
-            self._check_batch(tensordict)
-            rows = list(range(self.num_workers))
-            tensordict = tensordict.copy()  # later edits of the caller's tensordict are not seen
-        else:
-            rows = self._check_env_index(env_index, tensordict)
-            tensordict = tensordict.exclude(ENV_INDEX)
-        for index in rows:
-            if index in self._async:
-                raise RuntimeError(ASYNC_BUSY.format(index=index))
-        self._open_for_step()
-        pool = self._pool
-        with torch.no_grad():
-            pool.sync(rows)  # an interrupted exchange is finished before the inputs are overwritten
-            if env_index is None:
-                skipped = self._write_inputs(tensordict, "step", "async_step_send")
-            else:
-                skipped = self._write_rows(tensordict, rows)
-            self._send_steps(rows, skipped, "async_step_send")
-        for position, index in enumerate(rows):
-            self._async[index] = (tensordict, position)
-
-    def _send_steps(self, rows: Iterable[int], skipped: list | None, phase: str) -> None:
-        """Start a step of the sub-envs ``rows``, each leaving out its ``skipped`` input keys.
-
-        A sub-env keeps the keys it was last told to leave out: only a change goes through
-        its pipe (command ``"step"``, with the new keys); the others get the one-byte flag
-        command, so a caller that always omits the same entries (e.g. steps with the action
-        alone) stays on the flag path.
-        """
-        pool, known = self._pool, self._worker_skips
-        flagged = []
-        for index in rows:
-            keys = (skipped[index] or None) if skipped is not None else None
-            if keys == known[index]:
-                flagged.append(index)
-            else:
-                known[index] = keys
-                pool.send(index, "step", keys, phase)
-        if len(flagged) == self.num_workers:
-            pool.broadcast(STEP, phase)  # every process woken, no per-slot bookkeeping
-        elif flagged:
-            pool.broadcast(STEP, phase, flagged)
-
-    def _check_env_index(self, env_index: Any, tensordict: TensorDictBase) -> list[int]:
-        batch = tuple(tensordict.batch_size)
-        got = f"{type(env_index).__name__}"
-        if isinstance(env_index, torch.Tensor):
-            got = f"shape {tuple(env_index.shape)}, dtype {env_index.dtype}"
-            if (
-                env_index.dtype == torch.int64
-                and env_index.dim() == 1
-                and batch[:1] == tuple(env_index.shape)
-            ):
-                rows = env_index.tolist()
-                if len(set(rows)) == len(rows) and all(0 <= i < self.num_workers for i in rows):
-                    return rows
-                got = f"{rows}"
-        raise ValueError(
-            BAD_ENV_INDEX.format(key=ENV_INDEX, num_workers=self.num_workers, batch=batch, got=got)
-        )
-
-    def _write_rows(self, tensordict: TensorDictBase, rows: list[int]) -> list | None:
-        """``_write_inputs`` for the sub-envs ``rows`` (the rows of ``tensordict``, in order)."""
-        plan = self._plans.get("step") or self._plan("step")
-        where = "ParallelEnv.async_step_send"
-        if plan[0] == "flat":
-            _, keys, rules, dsts = plan
-            values = get_many(tensordict, keys)
-            row_rules = self._plans.get(("rows", len(rows)))
-            if row_rules is None:
-                row_rules = self._plans[("rows", len(rows))] = _rules_for_rows(rules, len(rows))
-            skipped = check_flat(row_rules, values, where, True)
-            for index in skipped or ():
-                values[index] = None
-            at = _rows_index(tuple(rows))
-            for dst, value in zip(dsts, values):
-                if value is not None:
-                    # index_copy_ is dst[at] = value without advanced indexing's overhead
-                    dst.index_copy_(0, at.to(dst.device), value.to(dst.device, dst.dtype))
-            if self._sync_cuda:
-                torch.cuda.synchronize(self.shared_tensordict_parent.device)
-            if skipped is None:
-                return None
-            return [[keys[index] for index in skipped]] * self.num_workers
-        _, trees, dsts = plan
-        per_worker: list = [[] for _ in range(self.num_workers)]
-        for position, index in enumerate(rows):
-            src, dst = tensordict[position], dsts[index]
-            skipped = trees[index].check(src, where, True)
-            keep = [key for key in dst.keys(True, True) if key not in skipped]
-            if keep:
-                dst.update_(src.select(*keep, strict=False))
-            per_worker[index] = skipped
-        if self._sync_cuda:
-            torch.cuda.synchronize(self.shared_tensordict_parent.device)
-        return per_worker if any(per_worker) else None
-
-    @_closes_on_worker_loss
-    def async_step_recv(self, min_get: int = 1) -> TensorDictBase:
-        """Wait until ``min_get`` sub-envs sent to have stepped; return every one that has.
-
-        The result has batch ``[k]`` (``k >= min_get``), one row per sub-env, in ascending
-        order of its int64 ``"env_index"`` entry: what ``step`` returns for those rows (the
-        tensordict sent, less ``"env_index"``, with the step's outputs under ``"next"``); rows
-        of sends with different entries come as a lazy stack, each row with its own.
-        The other sub-envs stay in flight. Sub-envs that share a process
-        (``num_processes < num_workers``) are stepped one after the other, in index order,
-        so they tend to become ready together, a process's block at a time. A sub-env that
-        raised is no longer in flight; its error is raised. ``RuntimeError`` when nothing is
-        in flight.
-
-        Examples:
-            >>> import torch
-            >>> from rlbatched import ParallelEnv
-            >>> from rlmocks import CountingEnv
-            >>> env = ParallelEnv(2, CountingEnv, mp_start_method="fork")
-            >>> td = env.reset()
-            >>> td["action"] = torch.ones(2, 1, dtype=torch.int8)
-            >>> env.async_step_send(td)
-            >>> out = env.async_step_recv(min_get=2)
-            >>> out.batch_size, out["env_index"].tolist()
-            (torch.Size([2]), [0, 1])
-            >>> env.close()
-        """
-        if not self._async:
-            raise RuntimeError(ASYNC_NOTHING)
-        in_flight = sorted(self._async)
-        if (
-            not isinstance(min_get, int)
-            or isinstance(min_get, bool)
-            or not 1 <= min_get <= len(in_flight)
-        ):
-            raise ValueError(ASYNC_MIN_GET.format(in_flight=len(in_flight), got=min_get))
-        pool = self._pool
-        try:
-            ready = sorted(pool.gather_ready("async_step_recv", in_flight, min_get))
-        except BaseException:
-            if pool.alive:  # failed sub-envs were read: they are no longer in flight
-                pending = set(pool.pending)
-                for index in in_flight:
-                    if index not in pending:
-                        del self._async[index]
-            raise
-        groups: dict[int, tuple[TensorDictBase, list, list]] = {}
-        for index in ready:
-            sent, position = self._async.pop(index)
-            group = groups.setdefault(id(sent), (sent, [], []))
-            group[1].append(position)
-            group[2].append(index)
-        order = [index for _, _, indices in groups.values() for index in indices]
-        parts = []
-        for sent, positions, _ in groups.values():
-            whole = positions == list(range(sent.shape[0]))
-            parts.append(sent.copy() if whole else take_rows(sent, _rows_index(tuple(positions))))
-        out = parts[0] if len(parts) == 1 else cat(parts)
-        if out is None:  # sends with different entries: each row keeps its own (a lazy stack)
-            out = LazyStackedTensorDict.lazy_stack(
-                [row for part in parts for row in part.unbind(0)]
-            )
-        if order != ready:
-            out = take_rows(out, _rows_index(tuple(order)).argsort())
-        if len(ready) == self.num_workers:
-            nxt = self._read(self._next_view)
-        else:  # the rows are copied out of the shared buffer here: no second copy
-            nxt = take_rows(self._next_view, _rows_index(tuple(ready)))
-            if self.device is not None and nxt.device != self.device:
-                nxt = move(nxt, self.device, self.non_blocking)
-        preset = out.get("next", None)
-        if preset is not None:
-            nxt.update(preset.exclude(*nxt.keys(True, True)))
-        out.set("next", nxt)
-        out.set(ENV_INDEX, torch.tensor(ready, dtype=torch.int64, device=out.device))
-        return out
 
     def _write_inputs(
         self, tensordict: TensorDictBase, phase: str, where: str | None = None
@@ -660,7 +463,7 @@ class ParallelEnv(BatchedEnvBase):
         return clone(view)
 
     # ------------------------------------------------------------------ forwarding
-    @_closes_on_worker_loss
+    @closes_on_worker_loss
     def _forward_attr(self, name: str) -> Any:
         self._refuse_if_async(f"{name}")
         kinds = self._pool.request(f"getattr({name!r})", "getattr", name)
@@ -668,11 +471,29 @@ class ParallelEnv(BatchedEnvBase):
             return functools.partial(self._call_workers, name)
         return [value for _, value in kinds]
 
-    @_closes_on_worker_loss
+    @closes_on_worker_loss
     def _call_workers(self, name: str, *args, **kwargs) -> list:
         """Call the sub-envs' method ``name`` in every worker; one result per worker."""
         self._refuse_if_async(f"{name}()")
         return self._pool.request(f"{name}()", "call", (name, args, kwargs))
+
+
+def _bind_payloads(buffer: torch.Tensor, layout: SharedLayout, counts: list[int]) -> dict:
+    """The ``"bind"`` payload of every sub-env: the shared buffer and its layout for the first
+    sub-env of each process, None for the others (their process has them then).
+
+    The buffer is pickled once per process: its handle (a file descriptor, or a CUDA IPC
+    handle) is handed over once per pickle.
+    """
+    layout_bytes = pickle.dumps(layout)
+    payloads: dict[int, tuple | None] = {}
+    first = 0
+    for count in counts:
+        payloads[first] = (bytes(ForkingPickler.dumps(buffer)), layout_bytes)
+        for index in range(first + 1, first + count):
+            payloads[index] = None
+        first += count
+    return payloads
 
 
 def split_evenly(num_workers: int, num_processes: int) -> list[int]:
@@ -684,23 +505,6 @@ def split_evenly(num_workers: int, num_processes: int) -> list[int]:
     """
     size, extra = divmod(num_workers, num_processes)
     return [size + (process < extra) for process in range(num_processes)]
-
-
-@functools.lru_cache(maxsize=1024)
-def _rows_index(rows: tuple[int, ...]) -> torch.Tensor:
-    """``torch.tensor(rows)``, made once per tuple (an index only: never written to)."""
-    return torch.tensor(rows, dtype=torch.int64)
-
-
-def _rules_for_rows(rules: list, rows: int) -> list:
-    """``rules`` (of the whole batch) for ``rows`` rows of it: the first dim changed."""
-    out = []
-    for rule in rules:
-        if rule.shape is not None:
-            rule = copy.copy(rule)
-            rule.shape = torch.Size((rows, *rule.shape[1:]))
-        out.append(rule)
-    return out
 
 
 def _zero_td(meta, batch: tuple) -> TensorDictBase:

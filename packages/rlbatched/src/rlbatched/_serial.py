@@ -8,12 +8,12 @@ from typing import Any
 import torch
 from tensordict import TensorDictBase
 
-from rlcore import EnvBase
+from rlcore import EnvBase, placeholder_next
+from rlcore.step_inputs import ACTION, STATE
 
-from . import _td_fast
+from . import _tensordict_ops
 from ._batched_base import BatchedEnvBase, move, step_function
-from ._dense import DenseBatch, note_sub_env
-from ._inputs import ACTION, STATE
+from ._serial_steppers import SteppedBatch, note_sub_env
 
 __all__ = ["SerialEnv"]
 
@@ -26,9 +26,9 @@ class SerialEnv(BatchedEnvBase):
     present, exact shapes, values that fit the spec's dtype); after ``close()``, stepping
     raises ``rlcore.EnvClosedError`` until ``reset()``.
 
-    Fast path: when every sub-env offers a dense stepper with the same layout (every unbatched
-    ``GymEnv``: ``rlcore.DenseStepper``), steps and resets write each sub-env's results
-    straight into the batched tensors (``rlbatched._dense``), with the same results as the
+    Stepper path: when every sub-env offers a stepper with the same layout (every unbatched
+    ``GymEnv``: ``rlcore.Stepper``), steps and resets write each sub-env's results straight
+    into the batched tensors (``rlbatched._serial_steppers``), with the same results as the
     general path, which stacks one tensordict per sub-env and runs for anything else.
 
     Arguments are ``ParallelEnv``'s, less those about processes (see its docstring).
@@ -73,8 +73,8 @@ class SerialEnv(BatchedEnvBase):
         )
         self._envs: list[EnvBase] | None = None
         self._reset_templates: list[TensorDictBase] | None = None
-        self._dense: DenseBatch | None = None
-        self._dense_allowed = True  # False: the general path always (tests compare the two)
+        self._stepped: SteppedBatch | None = None
+        self._steppers_allowed = True  # False: the general path always (tests compare the two)
         self.is_closed = True
 
     def _started(self) -> bool:
@@ -87,31 +87,29 @@ class SerialEnv(BatchedEnvBase):
         self.is_closed = False
 
     def _plan_steps(self) -> None:
-        """Decide how the sub-envs are stepped: densely where all offer it, else one by one."""
+        """Decide how the sub-envs are stepped: through their steppers where all offer one
+        (``SteppedBatch``), else one by one."""
         envs = self._envs
         self._step_fns = [
             step_function(env, post_process=self._lazy_stack or env._run_type_checks)
             for env in envs
         ]
-        self._dense = None
-        if self._dense_allowed and not self._lazy_stack:
-            meta = self._metas[0]
-            self._dense = DenseBatch.build(
-                envs, self.batch_size, self._reset_output_keys(0), self._zero_reset_td(meta)
-            )
+        self._stepped = None
+        if self._steppers_allowed and not self._lazy_stack:
+            self._stepped = SteppedBatch.build(self, envs)
 
-    def _current_dense(self) -> DenseBatch | None:
-        """The dense batch, decided again first if a sub-env's specs changed since."""
-        dense = self._dense
-        if dense is not None and not dense.current():
+    def _current_stepped(self) -> SteppedBatch | None:
+        """The stepped batch, decided again first if a sub-env's specs changed since."""
+        stepped = self._stepped
+        if stepped is not None and not stepped.current():
             self._plan_steps()
-            dense = self._dense
-        return dense
+            stepped = self._stepped
+        return stepped
 
     def close(self) -> None:
         """Close every sub-env; ``reset`` creates them again (``step`` raises until then)."""
         envs, self._envs = self._envs, None
-        self._dense = None
+        self._stepped = None
         self.is_closed = True
         if envs is not None:
             self._must_reset = True
@@ -125,14 +123,19 @@ class SerialEnv(BatchedEnvBase):
             seed = env.set_seed(seed, static_seed=static_seed)
         return seed
 
+    # a "_step" mask steps the flagged sub-envs only (rlcore._partial_steps)
+    _supports_partial_steps = True
+
     def _step(self, tensordict: TensorDictBase) -> TensorDictBase:
         self._check_batch(tensordict)
         self._open_for_step()
-        self._check_inputs(tensordict, "step", (ACTION, STATE))
-        dense = self._current_dense()
-        if dense is not None:
-            return self._to_out_device(dense.step(tensordict))
-        tds = _td_fast.unbind(tensordict)
+        mask = tensordict.get("_step", None)
+        if mask is not None:
+            return self._partial_step_rows(tensordict.exclude("_step"), mask)
+        stepped = self._current_stepped()
+        if stepped is not None:
+            return self._to_out_device(stepped.step(tensordict))
+        tds = _tensordict_ops.unbind(tensordict)
         in_device = tensordict.device
         if any(d is not None and d != in_device for d in self._env_devices):
             nb = self.non_blocking
@@ -146,15 +149,32 @@ class SerialEnv(BatchedEnvBase):
             raise
         return self._to_out_device(self._stack(outs))
 
+    def _partial_step_rows(self, tensordict: TensorDictBase, mask: torch.Tensor) -> TensorDictBase:
+        """The sub-envs ``mask`` flags step; the others give ``placeholder_next`` (the input's
+        observations and done flags, a zero reward)."""
+        rows = mask.reshape(self.num_workers, -1).any(-1).tolist()
+        outs = []
+        try:
+            for index, (env, step, td) in enumerate(
+                zip(self._envs, self._step_fns, _tensordict_ops.unbind(tensordict))
+            ):
+                if env.device is not None and td.device != env.device:
+                    td = move(td, env.device, self.non_blocking)
+                outs.append(step(td) if rows[index] else placeholder_next(env, td))
+        except Exception as err:
+            note_sub_env(err, len(outs), "step")
+            raise
+        return self._to_out_device(self._stack(outs))
+
     def _reset(self, tensordict: TensorDictBase | None = None, **kwargs) -> TensorDictBase:
         masks = self._reset_masks(tensordict)
         self._open_for_reset(masks)
         if tensordict is not None:
             self._check_inputs(tensordict, "reset", (ACTION, STATE))
         needs = self._workers_to_reset(masks)
-        dense = None if kwargs else self._current_dense()
-        if dense is not None:
-            out = dense.reset(tensordict, needs)
+        stepped = None if kwargs else self._current_stepped()
+        if stepped is not None:
+            out = stepped.reset(tensordict, needs, self._template_device())
             if out is not None:
                 self._must_reset = False
                 return self._to_out_device(out)
@@ -181,6 +201,14 @@ class SerialEnv(BatchedEnvBase):
             raise
         self._must_reset = False
         return self._to_out_device(self._stack(outs))
+
+    def _template_device(self) -> torch.device | None:
+        """The device of the zero templates the rows not reset take (``_zero_reset_td``)."""
+        device = self.__dict__.get("_template_device_cache", False)
+        if device is False:
+            device = self._zero_reset_td(self._metas[0]).device
+            self.__dict__["_template_device_cache"] = device
+        return device
 
     @staticmethod
     def _zero_reset_td(meta) -> TensorDictBase:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 from tensordict import TensorDictBase
 
-from rlcore import CloudpickleBox
+from rlworkers import CloudpickleBox
 
 _ALIGN = 64  # bytes: each leaf starts on its own cache line
 

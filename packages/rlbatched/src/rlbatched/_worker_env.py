@@ -1,30 +1,36 @@
 """The worker side of ParallelEnv: sub-envs bound to their slices of the shared tensordict.
 
 Each worker process runs ``_run_worker_pipe_shared_mem`` for a contiguous block of sub-envs
-(one by default), each a ``_WorkerEnv``, and serves their commands (``rlcore.serve``). A
-step writes the sub-env's outputs into its row of the shared ``"next"`` buffers: straight from
-the simulator where the sub-env offers a dense stepper whose layout is the shared one (every
-unbatched ``rllibs.GymEnv``: ``rlcore.DenseStepper``), else through the tensordict its step
-returns.
+(one by default) and serves their commands (``rlworkers.serve``). Start-up has two steps: each
+sub-env is built, and its start reply carries its metadata when the main process asked for
+them (it runs no sub-env code itself: ``rlbatched._metadata``); then ``"bind"`` hands the
+process the shared buffer, laid out from those metadata, and each sub-env becomes a
+``_WorkerEnv`` bound to its slice. A step writes the sub-env's outputs into its row of the shared ``"next"`` buffers: straight from
+the simulator where the sub-env offers a stepper whose layout is the shared one (every
+unbatched ``rllibs.GymEnv``: ``rlcore.Stepper``; the step contract fills its done flags), else
+through the tensordict its step returns.
 """
 
 from __future__ import annotations
 
 import functools
+import pickle
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
 import torch
 from tensordict import TensorDictBase
 
-from rlcore import CloudpickleBox, DenseStepper, EnvBase, dense_stepper, is_current, serve
+from rlcore import EnvBase, Stepper, fill_level, is_current, stepper_of
+from rlcore.step_inputs import get_many
+from rlworkers import CloudpickleBox, serve
 
 from ._batched_base import step_function
-from ._dense import _column, _numpy_dtype
-from ._shared import SharedLayout
-from ._td_fast import copy_into, get_many, leaves, shallow_copy
+from ._metadata import EnvMeta
+from ._tensordict_ops import copy_into, leaves, shallow_copy
 
-__all__ = ["STEP", "DenseRow"]
+__all__ = ["STEP", "StepperRow"]
 
 STEP = b"s"  # the one-byte per-step command
 
@@ -35,73 +41,79 @@ def _worker_entry(conn, run_fn: Callable, num_threads: int, *args) -> None:
     run_fn(conn, *args)
 
 
-class DenseRow:
-    """A sub-env's dense stepper bound to its row of the shared buffers (in its worker).
+class StepperRow:
+    """A sub-env's stepper bound to its row of the shared buffers (in its worker).
 
     ``build`` gives one only where the stepper's output is exactly what the general path
-    writes: the stepper's leaves are the shared ``"next"`` leaves (same keys, shapes and dtypes,
-    on the CPU), the env keeps ``EnvBase.step``, is batch-locked, runs no type checks, and its
-    reward and done leaves are all there with their spec shapes (so ``_step_proc_data`` would
-    change nothing).
+    writes: its observation and scalar leaves, with the done flags the step contract fills,
+    are the shared ``"next"`` leaves (same keys, shapes and dtypes, on the CPU), and the env is
+    unbatched and batch-locked (``rlcore.stepper_of`` checks the rest).
 
     Examples:
         >>> from rlmocks import CountingEnv
         >>> env = CountingEnv()
         >>> shared = env.fake_tensordict()
-        >>> DenseRow.build(env, shared.exclude("next"), shared.get("next")) is None  # no stepper
+        >>> StepperRow.build(env, shared.exclude("next"), shared.get("next")) is None  # none
         True
     """
 
-    def __init__(self, stepper: DenseStepper, action: Any, outs: list, scalars: list) -> None:
+    def __init__(
+        self, env: EnvBase, stepper: Stepper, action: Any, outs: list, scalars: list, flags: list
+    ) -> None:
+        self.level = env._done_levels[0]  # the done leaves, all at the root
         self.stepper = stepper
         self.action = action
         self.outs = outs
         self.scalars = scalars
+        self.flags = flags
 
     @classmethod
-    def build(cls, env: EnvBase, root: TensorDictBase, nxt: TensorDictBase) -> DenseRow | None:
-        """The dense row of ``env`` over its shared slices ``root`` and ``nxt``, or None."""
-        if type(env).step is not EnvBase.step or not env._batch_locked:
+    def build(cls, env: EnvBase, root: TensorDictBase, nxt: TensorDictBase) -> StepperRow | None:
+        """The stepper row of ``env`` over its shared slices ``root`` and ``nxt``, or None."""
+        if env.batch_size or not env._batch_locked or len(env._done_levels) != 1:
             return None
-        if env.__dict__.get("_run_type_checks"):
-            return None
-        stepper = dense_stepper(env)
+        stepper = stepper_of(env)
         if stepper is None:
             return None
-        written = (*stepper.step_leaves, *stepper.scalar_leaves)
-        if set(nxt.keys(True, True)) != {leaf.key for leaf in written}:
+        level = env._done_levels[0]
+        written = {leaf.key: (leaf.shape, leaf.dtype) for leaf in stepper.obs_leaves}
+        written.update((leaf.key, (leaf.shape, leaf.dtype)) for leaf in stepper.scalar_leaves)
+        for name, shape, spec in zip(level.names, level.shapes, level.specs):
+            written.setdefault(name, (shape, spec.dtype))
+        if set(nxt.keys(True, True)) != set(written):
             return None
-        for leaf in written:
-            value = nxt.get(leaf.key)
-            if value.shape != leaf.shape or value.dtype != leaf.dtype or value.device.type != "cpu":
+        for key, (shape, dtype) in written.items():
+            value = nxt.get(key)
+            if value.shape != shape or value.dtype != dtype or value.device.type != "cpu":
                 return None
-        shapes = {leaf.key: leaf.shape for leaf in written}
-        complete = env._complete_step_keys
-        if not complete or any(shapes.get(key) != shape for key, shape in complete):
-            return None
         action = root.get(stepper.action_key, None)
         if not isinstance(action, torch.Tensor) or action.device.type != "cpu":
             return None
         if stepper.numpy_action:
             action = action.numpy()
         # each row's buffers, with a leading dim of 1: row 0 of a batch of one
-        outs = [nxt.get(leaf.key).unsqueeze(0).numpy() for leaf in stepper.step_leaves]
+        outs = [nxt.get(leaf.key).unsqueeze(0).numpy() for leaf in stepper.obs_leaves]
         scalars = [
-            (
-                nxt.get(leaf.key).unsqueeze(0).numpy(),
-                (1, *leaf.shape),
-                tuple(leaf.shape),
-                _numpy_dtype(leaf.dtype),
-            )
+            (leaf.key, nxt.get(leaf.key).numpy(), tuple(leaf.shape), leaf.numpy_dtype)
             for leaf in stepper.scalar_leaves
         ]
-        return cls(stepper, action, outs, scalars)
+        flags = [(name, nxt.get(name).numpy()) for name in level.names]
+        return cls(env, stepper, action, outs, scalars, flags)
 
     def step(self) -> None:
         """Step on the shared action; the outputs land in the shared buffers."""
         values = self.stepper.step(self.action, self.outs, 0)
-        for (view, shape, leaf_shape, dtype), value in zip(self.scalars, values):
-            view[...] = _column((value,), shape, leaf_shape, dtype)
+        names = self.level.names
+        present = {}
+        for (key, view, shape, dtype), value in zip(self.scalars, values):
+            value = np.asarray(value, dtype).reshape(shape)
+            if key in names:
+                present[key] = value
+            else:
+                view[...] = value
+        fill_level(self.level, present, lambda spec: np.zeros(tuple(spec.shape), dtype=bool))
+        for name, view in self.flags:
+            view[...] = present[name]
 
 
 class _WorkerEnv:
@@ -122,13 +134,13 @@ class _WorkerEnv:
         self.reset_view = self.root.select(*reset_keys, strict=False)
         self.reset_leaves = _split(leaves(self.reset_view))
         self.sync_cuda = self.root.device is not None and self.root.device.type == "cuda"
-        self.dense = DenseRow.build(env, self.root, self.next)
+        self.stepper_row = StepperRow.build(env, self.root, self.next)
         # the input keys the caller leaves out of its steps, sent through the pipe when they
         # change (command "step") and kept for the flag-only steps that follow ("step_hot")
         self.skipped: list | None = None
 
     def handlers(self) -> dict[str, Callable[[Any], Any]]:
-        """The commands this worker answers (see ``rlcore.serve``)."""
+        """The commands this worker answers (see ``rlworkers.serve``)."""
         return {
             "step": self.step,
             "step_hot": self.step_hot,
@@ -147,13 +159,13 @@ class _WorkerEnv:
 
     def step_hot(self, _: Any = None) -> None:
         """Step on the shared inputs, less the keys the last ``step`` command named."""
-        dense, skipped = self.dense, self.skipped
-        # a dense stepper reads the action alone, which a step always has
-        if dense is not None:
-            if is_current(self.env, dense.stepper):
-                dense.step()
+        row, skipped = self.stepper_row, self.skipped
+        # a stepper reads the action alone, which a step always has
+        if row is not None:
+            if is_current(self.env, row.stepper):
+                row.step()
                 return
-            self.dense = None  # the specs changed: the general path from now on
+            self.stepper_row = None  # the specs changed: the general path from now on
         td = shallow_copy(self.step_view)
         if skipped:
             td = td.exclude(*skipped)
@@ -235,11 +247,11 @@ def _run_worker_pipe_shared_mem(
     indices: list[int],
     env_fns: list[Callable[..., EnvBase]] | CloudpickleBox,
     env_kwargs: list[dict] | CloudpickleBox,
-    buffer: torch.Tensor,
-    layout: SharedLayout,
+    report: list[bool],
 ) -> None:
-    """Worker loop: build the sub-envs ``indices`` on their shared slices, one after the other,
-    then serve their commands until "close"."""
+    """Worker loop: build the sub-envs ``indices`` one after the other (those flagged in
+    ``report`` answer their start with their ``EnvMeta``), bind them to the shared buffer on
+    ``"bind"``, then serve their commands until "close"."""
     torch.set_grad_enabled(False)
     shared: dict[str, Any] = {}
     # the process's generator state before any sub-env ran: each sub-env starts from it, as it
@@ -252,13 +264,27 @@ def _run_worker_pipe_shared_mem(
             fns, kwargs = env_fns, env_kwargs
             if isinstance(fns, CloudpickleBox):
                 fns, kwargs = fns.obj, kwargs.obj
-            shared.update(fns=fns, kwargs=kwargs, views=layout.views(buffer))
-        if first_state is None:
-            env = shared["fns"][position](**shared["kwargs"][position])
-            return _WorkerEnv(env, shared["views"][indices[position]]).handlers()
-        own = _OwnGenerator(first_state)
-        env = own.run(shared["fns"][position], **shared["kwargs"][position])
-        return own.wrap(_WorkerEnv(env, shared["views"][indices[position]]).handlers())
+            shared.update(fns=fns, kwargs=kwargs)
+        make, kw = shared["fns"][position], shared["kwargs"][position]
+        own = None if first_state is None else _OwnGenerator(first_state)
+        env = make(**kw) if own is None else own.run(make, **kw)
+        handlers: dict[str, Callable[[Any], Any]] = {}
+
+        def bind(payload: tuple | None) -> None:
+            """Bind the sub-env to its slice of the shared buffer (sent to the process's first
+            sub-env: the buffer's handle and its layout, each pickled)."""
+            if payload is not None:
+                buffer, layout = (pickle.loads(part) for part in payload)
+                shared["views"] = layout.views(buffer)
+            bound = _WorkerEnv(env, shared["views"][indices[position]]).handlers()
+            handlers.update(bound if own is None else own.wrap(bound))
+
+        handlers.update(
+            start=(lambda _: EnvMeta.from_env(env)) if report[position] else lambda _: None,
+            bind=bind,
+            close=lambda _: env.close(),
+        )
+        return handlers
 
     setups = [functools.partial(setup, position) for position in range(len(indices))]
     serve(conn, setups, hot={STEP: "step_hot"})

@@ -1,4 +1,4 @@
-"""Fast paths for the few tensordict operations the batched envs do on every step.
+"""The tensordict operations the batched envs run on every step, fast on plain trees.
 
 Each function handles plain ``TensorDict`` trees itself (skipping tensordict's per-leaf
 validation, which dominates for small envs) and defers to tensordict for anything else
@@ -116,24 +116,6 @@ def leaves(td: TensorDictBase, prefix: tuple = ()) -> list | None:
             out += sub
         else:
             out.append(((*prefix, key), value))
-    return out
-
-
-def get_many(td: TensorDictBase, keys: list[tuple]) -> list:
-    """``[td.get(key, None) for key in keys]`` for nested tuple keys."""
-    if type(td) is not TensorDict:
-        return [td.get(key, None) for key in keys]
-    out = []
-    for key in keys:
-        node = td
-        for part in key:
-            if type(node) is not TensorDict:
-                node = node.get(part, None)
-            else:
-                node = td_entries(node).get(part)
-            if node is None:
-                break
-        out.append(node)
     return out
 
 

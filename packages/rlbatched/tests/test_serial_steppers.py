@@ -1,9 +1,9 @@
-"""SerialEnv's fast path (dense steppers) against its general path: same results, same errors.
+"""SerialEnv's stepper path against its general path: same results, same errors.
 
 Each test builds the same SerialEnv twice, one with the fast path and one forced onto the
-general path (``_dense_allowed = False``), drives both alike and compares everything: keys
+general path (``_steppers_allowed = False``), drives both alike and compares everything: keys
 and their order, values, dtypes, shapes, strides, devices, names, errors. The sub-env is a
-pure-rlcore env whose dense stepper shares its arithmetic with its ``_step`` (GymEnv sub-envs:
+pure-rlcore env whose stepper shares its arithmetic with its ``_step`` (GymEnv sub-envs:
 rllibs' tests).
 """
 
@@ -17,11 +17,11 @@ import torch
 from tensordict import TensorDict, TensorDictBase
 
 from rlbatched import SerialEnv
-from rlbatched._dense import DenseBatch
-from rlcore import DenseLeaf, DenseStepper, EnvBase, EnvClosedError
-from rlcore.transforms import Compose, RewardSum, StepCounter, TransformedEnv
+from rlbatched._serial_steppers import SteppedBatch
+from rlcore import EnvBase, EnvClosedError, StepLeaf, Stepper
 from rlmocks import ContinuousActionVecMockEnv, CountingEnv
 from rlspecs import Bounded, Categorical, Composite, Unbounded
+from rltransforms import Compose, RewardSum, StepCounter, TransformedEnv
 
 FLAG = torch.Size([1])
 DONE_KEYS = ("terminated", "truncated", "done")
@@ -30,7 +30,7 @@ DONE_KEYS = ("terminated", "truncated", "done")
 class WalkEnv(EnvBase):
     """A point pushed by the action; terminated past ``limit``, truncated at ``horizon`` steps.
 
-    Its dense stepper (``dense=True``) runs the same ``_advance`` and writes into rows; a seed
+    Its stepper (``dense=True``) runs the same ``_advance`` and writes into rows; a seed
     from ``set_seed`` (or the ``offset`` reset keyword) decides the start position.
     """
 
@@ -59,7 +59,7 @@ class WalkEnv(EnvBase):
         self.dense, self.numpy_action, self.fail_on = dense, numpy_action, fail_on
         self.reads_input = reads_input
         self.step_calls = 0
-        self.reset_inputs: list = []  # what the dense stepper's reset was given
+        self.reset_inputs: list = []  # what the stepper's reset was given
         self.pending_seed: int | None = None
         self.rng = np.random.default_rng(0)
         self.position = np.zeros(2, np.float32)
@@ -111,12 +111,12 @@ class WalkEnv(EnvBase):
             [],
         )
 
-    def _dense_stepper(self) -> DenseStepper | None:
+    def _stepper(self) -> Stepper | None:
         return WalkStepper(self) if self.dense else None
 
 
-class WalkStepper(DenseStepper):
-    """``WalkEnv``'s dense stepper: positions and step counts into rows, flags returned."""
+class WalkStepper(Stepper):
+    """``WalkEnv``'s stepper: positions and step counts into rows, reward and flags returned."""
 
     action_key = "action"
 
@@ -124,12 +124,11 @@ class WalkStepper(DenseStepper):
         self.env = env
         self.numpy_action = env.numpy_action
         self.reset_reads_input = env.reads_input
-        obs = (DenseLeaf("position", torch.Size([2]), torch.float32),)
-        obs += (DenseLeaf("steps", FLAG, torch.int64),)
-        flags = tuple(DenseLeaf(key, FLAG, torch.bool) for key in DONE_KEYS)
-        self.step_leaves = obs
-        self.scalar_leaves = (DenseLeaf("reward", FLAG, torch.float32), *flags)
-        self.reset_leaves = obs + flags
+        obs = (StepLeaf("position", torch.Size([2]), torch.float32),)
+        obs += (StepLeaf("steps", FLAG, torch.int64),)
+        flags = tuple(StepLeaf(key, FLAG, torch.bool) for key in ("terminated", "truncated"))
+        self.obs_leaves = obs
+        self.scalar_leaves = (StepLeaf("reward", FLAG, torch.float32), *flags)
 
     def step(self, action, out, row):
         if not self.numpy_action:
@@ -137,13 +136,11 @@ class WalkStepper(DenseStepper):
         position, steps, reward, terminated, truncated = self.env._advance(action)
         out[0][row] = position
         out[1][row] = steps
-        return reward, terminated, truncated, terminated or truncated
+        return reward, terminated, truncated  # "done": the step contract's rule
 
     def reset(self, tensordict, out, row):
         self.env.reset_inputs.append(tensordict)
         out[0][row], out[1][row] = self.env._start()
-        for j in (2, 3, 4):
-            out[j][row] = False
 
 
 def pair(num: int = 3, make=None, **kwargs) -> tuple[SerialEnv, SerialEnv]:
@@ -151,7 +148,7 @@ def pair(num: int = 3, make=None, **kwargs) -> tuple[SerialEnv, SerialEnv]:
     make = make or [lambda i=i: WalkEnv(horizon=5 + 3 * i) for i in range(num)]
     fast = SerialEnv(num, make, **kwargs)
     general = SerialEnv(num, make, **kwargs)
-    general._dense_allowed = False
+    general._steppers_allowed = False
     return fast, general
 
 
@@ -180,7 +177,7 @@ def test_fast_path_is_taken():
     fast, general = pair()
     fast.rollout(20, break_when_any_done=False)
     general.rollout(20, break_when_any_done=False)
-    assert isinstance(fast._dense, DenseBatch) and general._dense is None
+    assert isinstance(fast._stepped, SteppedBatch) and general._stepped is None
     assert [env.step_calls for env in fast._envs] == [0, 0, 0]
     assert all(env.step_calls == 20 for env in general._envs)
 
@@ -301,7 +298,7 @@ def test_transforms_around_the_serial_env():
         env.set_seed(2)
     one, two = both(*envs, lambda env: env.rollout(30, break_when_any_done=False))
     assert_same(one, two)
-    assert fast._dense is not None
+    assert fast._stepped is not None
 
 
 def test_input_errors_identical():
@@ -330,11 +327,11 @@ def test_closed_env_rules_identical():
     for env in (fast, general):
         env.rollout(2)
         env.close()
-        assert env._dense is None
+        assert env._stepped is None
         with pytest.raises(EnvClosedError):
             env.rand_step(env.fake_tensordict().exclude("next"))
         env.reset()
-    assert fast._dense is not None
+    assert fast._stepped is not None
     assert_same(*both(fast, general, lambda env: env.rollout(5, break_when_any_done=False)))
 
 
@@ -372,7 +369,7 @@ def test_output_device_identical():
 
 
 def test_sub_envs_without_a_stepper_take_the_general_path():
-    """Mocks, a sub-env without a stepper among dense ones, heterogeneous specs: no fast path."""
+    """Mocks, a sub-env without a stepper among others, heterogeneous specs: no stepper path."""
     cases = [
         SerialEnv(2, ContinuousActionVecMockEnv),
         SerialEnv(2, CountingEnv),
@@ -381,7 +378,7 @@ def test_sub_envs_without_a_stepper_take_the_general_path():
     ]
     for env in cases:
         env.rollout(3)
-        assert env._dense is None
+        assert env._stepped is None
     fast, general = pair(2, [lambda: WalkEnv(), lambda: WalkEnv(dense=False)])
     assert_same(*both(fast, general, lambda env: env.rollout(12, break_when_any_done=False)))
 
@@ -391,28 +388,28 @@ class OtherLayoutStepper(WalkStepper):
 
     def __init__(self, env):
         super().__init__(env)
-        self.step_leaves = (self.step_leaves[0], DenseLeaf("steps", FLAG, torch.int32))
+        self.obs_leaves = (self.obs_leaves[0], StepLeaf("steps", FLAG, torch.int32))
 
 
-class NoStepsResetStepper(WalkStepper):
-    """Leaves ``steps`` out of its resets: not the keys the general path's reset returns."""
+class NoStepsStepper(WalkStepper):
+    """Leaves ``steps`` out of its leaves: not the env's observation keys."""
 
     def __init__(self, env):
         super().__init__(env)
-        self.reset_leaves = tuple(leaf for leaf in self.reset_leaves if leaf.key != "steps")
+        self.obs_leaves = tuple(leaf for leaf in self.obs_leaves if leaf.key != "steps")
 
 
-@pytest.mark.parametrize("stepper", [OtherLayoutStepper, NoStepsResetStepper])
+@pytest.mark.parametrize("stepper", [OtherLayoutStepper, NoStepsStepper])
 def test_mismatched_layouts_take_the_general_path(stepper, monkeypatch):
-    """Steppers whose layouts differ, or whose reset keys are not the reset's: no fast path."""
+    """Steppers whose layouts differ, or whose leaves are not the env's: no stepper path."""
     env = SerialEnv(2, WalkEnv)
     env.start()
     for i, sub in enumerate(env._envs):
-        if stepper is NoStepsResetStepper or i == 1:
-            monkeypatch.setattr(sub, "_dense_stepper", lambda sub=sub: stepper(sub))
+        if stepper is NoStepsStepper or i == 1:
+            monkeypatch.setattr(sub, "_stepper", lambda sub=sub: stepper(sub))
         sub.empty_cache()
     env.rollout(3)
-    assert env._dense is None
+    assert env._stepped is None
 
 
 def test_a_spec_change_of_a_sub_env_is_seen_at_the_next_step():
@@ -420,32 +417,32 @@ def test_a_spec_change_of_a_sub_env_is_seen_at_the_next_step():
     fast, general = pair(2)
     for env in (fast, general):
         env.rollout(2)
-    before = fast._dense
+    before = fast._stepped
     fast._envs[0].empty_cache()
     assert_same(*both(fast, general, lambda env: env.rollout(2)))
-    assert fast._dense is not None and fast._dense is not before
+    assert fast._stepped is not None and fast._stepped is not before
     for env in (fast, general):  # a sub-env that stops offering a stepper
         env._envs[1].dense = False
         env._envs[1].empty_cache()
     assert_same(*both(fast, general, lambda env: env.rollout(8, break_when_any_done=False)))
-    assert fast._dense is None
+    assert fast._stepped is None
     assert fast._envs[1].step_calls == 8
 
 
 def test_examples_of_the_protocol():
-    """DenseLeaf and DenseStepper as documented: rows written, scalars returned in order."""
+    """StepLeaf and Stepper as documented: rows written, scalars returned in order."""
     env = WalkEnv()
     stepper = WalkStepper(env)
     out = [np.zeros((2, 2), np.float32), np.zeros((2, 1), np.int64)]
-    stepper.reset(None, out + [np.ones((2, 1), bool)] * 3, 1)
-    reward, terminated, truncated, done = stepper.step(np.array([0.1], np.float32), out, 1)
+    stepper.reset(None, out, 1)
+    reward, terminated, truncated = stepper.step(np.array([0.1], np.float32), out, 1)
     assert out[1][1, 0] == 1 and out[1][0, 0] == 0
-    assert isinstance(reward, float) and done == (terminated or truncated)
+    assert isinstance(reward, float) and isinstance(terminated, bool) and not truncated
 
 
 def test_sub_env_note_without_add_note():
     """Python 3.10 has no BaseException.add_note: the note still lands in __notes__."""
-    from rlbatched._dense import note_sub_env
+    from rlbatched._serial_steppers import note_sub_env
 
     class NoAddNote(ValueError):
         def __getattribute__(self, name):
