@@ -14,9 +14,9 @@ import torch
 from tensordict import TensorDict
 
 from rlcore import EnvBase
-from rlcore.transforms import ObservationNorm, RewardSum, StepCounter, TransformedEnv
 from rlmocks import ContinuousActionVecMockEnv, CountingBatchedEnv, DiscreteActionVecMockEnv
 from rlspecs import Bounded, Categorical, Composite, Unbounded
+from rltransforms import ObservationNorm, RewardSum, StepCounter, TransformedEnv
 
 gym = pytest.importorskip("gymnasium")
 from gymnasium.utils.env_checker import check_env  # noqa: E402
@@ -273,7 +273,7 @@ def test_check_env_passes_on_a_registered_transformed_pendulum(gym_id):
     GymEnv.register_gym(env_id, env_name="Pendulum-v1", to_numpy=True)
     env = gym.make(env_id, transform=StepCounter(50))
     _quiet_check_env(env.unwrapped)
-    from rlcore.transforms import Compose
+    from rltransforms import Compose
 
     env = gym.make(env_id, transform=Compose(*transform))
     _quiet_check_env(env.unwrapped)

@@ -1,8 +1,9 @@
-"""GymLikeEnv.rollout's own loop returns exactly what EnvBase.rollout returns.
+"""A GymLikeEnv's rollout through its stepper returns exactly what the general path returns.
 
-Every case runs the same seeded env twice, once through ``env.rollout`` (the fast loop) and once
-through ``EnvBase.rollout(env, ...)`` (the general path), and compares the results: type, batch
-size, dim names, keys in order, and each leaf's dtype, shape and values.
+Every case runs the same seeded env twice, once as it is (``env.rollout`` through the env's
+stepper, ``rlcore._rollout_stepper``) and once offering no stepper (the general path: a
+tensordict per step), and compares the results: type, batch size, dim names, keys in order,
+and each leaf's dtype, shape and values.
 """
 
 from __future__ import annotations
@@ -15,13 +16,12 @@ import torch
 from tensordict import LazyStackedTensorDict, TensorDict
 from tensordict.nn import TensorDictModule
 
-from rlcore import EnvBase
+from rlcore import stepper_of
 from rlcore._step_mdp import StepMDP
 
 gym = pytest.importorskip("gymnasium")
 
 from rllibs import GymEnv, GymWrapper, default_info_dict_reader  # noqa: E402
-from rllibs._gym_rollout import fast_rollout  # noqa: E402
 
 HAS_ENVPOOL = importlib.util.find_spec("envpool") is not None
 HAS_DMC = importlib.util.find_spec("dm_control") is not None
@@ -112,14 +112,25 @@ def _assert_same(fast, slow, ordered: bool = True) -> None:
         assert torch.equal(a, b), key
 
 
+def _general(env):
+    """``env`` on the general path: it offers no stepper (a tensordict per step)."""
+    env._stepper = lambda: None
+    env.empty_cache()
+    return env
+
+
+def _prepare(run: str, env):
+    return env if run == "fast" else _general(env)
+
+
 def _both(make, *args, tensordict=None, **kwargs):
-    """(fast, general) results of the same rollout call on two identically seeded envs."""
+    """(stepper, general) results of the same rollout call on two identically seeded envs."""
     results = []
-    for rollout in (lambda env: env.rollout, lambda env: EnvBase.rollout.__get__(env)):
-        env = _fresh(make)
+    for prepare in (lambda env: env, _general):
+        env = prepare(_fresh(make))
         td = None if tensordict is None else tensordict(env)
         extra = {} if td is None else {"tensordict": td}
-        results.append((rollout(env)(*args, **kwargs, **extra), td))
+        results.append((env.rollout(*args, **kwargs, **extra), td))
     return results
 
 
@@ -146,17 +157,15 @@ def _constant_policy(env):
     ids=["break", "no-break", "no-break-lazy"],
 )
 @pytest.mark.parametrize("policy", ["random", "constant"])
-def test_fast_rollout_equals_the_general_path(classes, name, options, policy):
+def test_stepper_rollout_equals_the_general_path(classes, name, options, policy):
     make = lambda: ENVS[name](classes)  # noqa: E731
-    probe = make()
-    assert fast_rollout(probe, 1, None, None, {}) is not None  # the fast loop applies
+    assert stepper_of(make()) is not None  # the stepper path applies
     steps = 60
     results = []
-    for run in ("fast", "general"):
-        env = _fresh(make)
+    for prepare in (lambda env: env, _general):
+        env = prepare(_fresh(make))
         act = None if policy == "random" else _constant_policy(env)
-        rollout = env.rollout if run == "fast" else EnvBase.rollout.__get__(env)
-        results.append(rollout(steps, act, **options))
+        results.append(env.rollout(steps, act, **options))
     _assert_same(*results)
 
 
@@ -237,8 +246,8 @@ class _OutOfPlace(_Recurrent):
 def test_policies_writing_more_than_the_action(classes, policy_cls, name):
     results = []
     for run in ("fast", "general"):
-        env = _fresh(lambda: ENVS[name](classes))
-        rollout = env.rollout if run == "fast" else EnvBase.rollout.__get__(env)
+        env = _prepare(run, _fresh(lambda: ENVS[name](classes)))
+        rollout = env.rollout
         results.append(rollout(40, policy_cls(env), break_when_any_done=False))
     _assert_same(*results)
     assert results[0]["memory"][..., 5, 0].eq(5).all()
@@ -247,10 +256,10 @@ def test_policies_writing_more_than_the_action(classes, policy_cls, name):
 def test_tensordict_module_policy(classes):
     results = []
     for run in ("fast", "general"):
-        env = _fresh(lambda: ENVS["pendulum"](classes))
+        env = _prepare(run, _fresh(lambda: ENVS["pendulum"](classes)))
         torch.manual_seed(1)
         module = TensorDictModule(torch.nn.Linear(3, 1), ["observation"], ["action"])
-        rollout = env.rollout if run == "fast" else EnvBase.rollout.__get__(env)
+        rollout = env.rollout
         results.append(rollout(25, module))
     _assert_same(*results)
 
@@ -265,7 +274,7 @@ def test_callback_sees_every_transition(classes, name):
         def callback(env_, transition, run=run):
             seen[run].append(transition.clone())
 
-        rollout = env.rollout if run == "fast" else EnvBase.rollout.__get__(env)
+        rollout = _prepare(run, env).rollout
         results.append(rollout(30, _constant_policy(env), callback, break_when_any_done=False))
     _assert_same(*results)
     assert len(seen["fast"]) == len(seen["general"]) == 30
@@ -300,8 +309,8 @@ class _LateKey:
 def test_a_new_key_mid_rollout_hands_over_to_the_general_path(classes, name, contiguous):
     outcomes = []
     for run in ("fast", "general"):
-        env = _fresh(lambda: ENVS[name](classes))
-        rollout = env.rollout if run == "fast" else EnvBase.rollout.__get__(env)
+        env = _prepare(run, _fresh(lambda: ENVS[name](classes)))
+        rollout = env.rollout
         try:
             outcomes.append(
                 rollout(12, _LateKey(env), break_when_any_done=False, return_contiguous=contiguous)
@@ -318,8 +327,8 @@ def test_a_new_key_mid_rollout_hands_over_to_the_general_path(classes, name, con
 def test_an_entry_changing_shape(classes, contiguous):
     outcomes = []
     for run in ("fast", "general"):
-        env = _fresh(lambda: ENVS["cartpole"](classes))
-        rollout = env.rollout if run == "fast" else EnvBase.rollout.__get__(env)
+        env = _prepare(run, _fresh(lambda: ENVS["cartpole"](classes)))
+        rollout = env.rollout
         policy = _LateKey(env, shape_change=True)
         try:
             outcomes.append(
@@ -340,10 +349,9 @@ def test_a_nested_entry_hands_over_at_once(classes):
         return td.set("action", torch.tensor([0, 1]))
 
     results = []
-    for run in ("fast", "general"):
-        env = _fresh(lambda: ENVS["cartpole"](classes))
-        rollout = env.rollout if run == "fast" else EnvBase.rollout.__get__(env)
-        results.append(rollout(10, policy, break_when_any_done=False))
+    for prepare in (lambda env: env, _general):
+        env = prepare(_fresh(lambda: ENVS["cartpole"](classes)))
+        results.append(env.rollout(10, policy, break_when_any_done=False))
     _assert_same(*results)
 
 
@@ -354,27 +362,20 @@ class _StepCounting(GymWrapper):
         return super()._step(tensordict)
 
 
-def test_what_the_loop_does_not_cover_takes_the_general_path(counting_env_cls):
+def test_what_the_stepper_does_not_cover_takes_the_general_path(counting_env_cls):
     env = GymEnv("Pendulum-v1")
-    assert fast_rollout(env, 3, torch.nn.Linear(3, 1), None, {}) is None  # module on tensors
-    assert fast_rollout(env, 3, None, None, {"auto_cast_to_device": True}) is None
-    assert fast_rollout(env, 0, None, None, {}) is None  # the general path raises
-    assert fast_rollout(env, 3, None, None, {"auto_reset": False}) is None
-    assert fast_rollout(env, 3, None, None, {"unknown": 1}) is None
-    nested = TensorDict({"a": {"b": torch.zeros(())}}, [])
-    assert fast_rollout(env, 3, None, None, {"tensordict": nested}) is None
     env._run_type_checks = True
-    assert fast_rollout(env, 3, None, None, {}) is None
+    assert stepper_of(env) is None  # type checks run on the general path
 
     reading = GymWrapper(counting_env_cls()).set_info_dict_reader(
         default_info_dict_reader(["count"])
     )
-    assert fast_rollout(reading, 3, None, None, {}) is None
+    assert stepper_of(reading) is None
     rollout = reading.rollout(4, break_when_any_done=False)
     assert rollout["next", "count"].tolist() == [1.0, 2.0, 3.0, 4.0]
 
     subclass = _StepCounting(counting_env_cls(max_steps=10))
-    assert fast_rollout(subclass, 3, None, None, {}) is None
+    assert stepper_of(subclass) is None  # it changes _step: the stepper no longer stands for it
     subclass.rollout(4)
     assert subclass.steps == 4
 
@@ -409,9 +410,8 @@ class _MixedRewards(gym.Env):
 
 def test_library_values_of_varying_shapes():
     results = []
-    for run in ("fast", "general"):
-        env = _fresh(lambda: GymWrapper(_MixedRewards()))
-        rollout = env.rollout if run == "fast" else EnvBase.rollout.__get__(env)
-        results.append(rollout(8))
+    for prepare in (lambda env: env, _general):
+        env = prepare(_fresh(lambda: GymWrapper(_MixedRewards())))
+        results.append(env.rollout(8))
     _assert_same(*results)
     assert results[0]["next", "reward"].squeeze(-1).tolist() == [1, 2, 3, 4, 5, 6]

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-import contextlib
+import functools
 import importlib
+import inspect
+import warnings
 from collections.abc import Callable
 from types import ModuleType
 from typing import Any
@@ -16,6 +18,11 @@ BACKEND = "gymnasium"
 UNSUPPORTED_BACKEND = (
     "rllibs wraps gymnasium only: the gym backend {backend!r} is not supported; use "
     'set_gym_backend("gymnasium") (or leave the backend unset)'
+)
+CLASS_DECORATED = (
+    "Decorating classes is deprecated: set_gym_backend turns the class {name} into a function "
+    "that builds it inside the backend's context; decorate {name}.__init__ (or the functions "
+    "that use the backend) instead"
 )
 BAD_SUBMODULE = "gym_backend({submodule!r}): gymnasium has no submodule {submodule!r}"
 
@@ -47,13 +54,21 @@ def _backend_name(backend: Any) -> str:
     return repr(backend)
 
 
-class set_gym_backend(contextlib.ContextDecorator):  # noqa: N801 (torchrl 0.4's public name)
+class set_gym_backend:  # noqa: N801 (torchrl 0.4's public name)
     """Select the gym backend, as a context manager or a decorator; gymnasium is the one we support.
 
-    ``backend`` is ``"gymnasium"``, the gymnasium module, or a callable returning it (checked
-    when the context is entered). Any other backend (``"gym"``, ``gym``, ...) raises an
-    ``ImportError`` saying that only gymnasium is supported: code written for torchrl's switch
-    between gym and gymnasium runs unchanged with gymnasium and fails clearly otherwise.
+    ``backend`` is ``"gymnasium"``, the gymnasium module, or a callable returning it. As in
+    torchrl 0.4 nothing is checked when the switch is made: the backend is resolved and checked
+    when it is used, that is when the context is entered, when ``set()`` or ``backend`` is
+    called, or when a decorated function is called. Any other backend (``"gym"``, ``gym``, ...)
+    then raises an ``ImportError`` saying that only gymnasium is supported, so a module that
+    decorates its functions with ``set_gym_backend("gym")`` still imports, and fails clearly
+    where the backend is needed.
+
+    As a decorator it enters a fresh copy of itself (``clone()``) around each call; a generator
+    function is checked when it first runs. Decorating a class (torchrl 0.4, as torch's context
+    managers, allowed it) warns with a ``FutureWarning`` and gives a function that builds the
+    class inside the context.
 
     Examples:
         >>> with set_gym_backend("gymnasium"):
@@ -64,28 +79,33 @@ class set_gym_backend(contextlib.ContextDecorator):  # noqa: N801 (torchrl 0.4's
         ...     return gym_backend().make("CartPole-v1")
         >>> make().spec.id
         'CartPole-v1'
+        >>> @set_gym_backend("gym")  # defining it is fine, calling it is not
+        ... def make_with_gym():
+        ...     return gym_backend().make("CartPole-v1")
+        >>> make_with_gym()
+        Traceback (most recent call last):
+        ...
+        ImportError: rllibs wraps gymnasium only: the gym backend 'gym' is not supported; ...
     """
 
     def __init__(self, backend: str | ModuleType | Callable[[], ModuleType]) -> None:
-        if not callable(backend) or isinstance(backend, ModuleType):
-            self._check(backend)
         self._backend = backend
-
-    @staticmethod
-    def _check(backend: Any) -> None:
-        if _backend_name(backend) != BACKEND:
-            raise ImportError(UNSUPPORTED_BACKEND.format(backend=_backend_name(backend)))
 
     @property
     def backend(self) -> ModuleType:
-        """The backend module (a callable given at construction is called and checked here)."""
+        """The backend module, resolved (a callable is called) and checked on each access."""
         backend = self._backend
         if callable(backend) and not isinstance(backend, ModuleType):
             backend = backend()
-            self._check(backend)
+        if _backend_name(backend) != BACKEND:
+            raise ImportError(UNSUPPORTED_BACKEND.format(backend=_backend_name(backend)))
         if isinstance(backend, str):
             return gym_backend()
         return backend
+
+    @backend.setter
+    def backend(self, value: str | ModuleType | Callable[[], ModuleType]) -> None:
+        self._backend = value
 
     def set(self) -> None:
         """Select the backend for the rest of the program (a check: gymnasium is always selected)."""
@@ -101,3 +121,30 @@ class set_gym_backend(contextlib.ContextDecorator):  # noqa: N801 (torchrl 0.4's
 
     def __exit__(self, *exc: object) -> None:
         return None
+
+    def __call__(self, func: Callable[..., Any]) -> Callable[..., Any]:
+        """Decorate ``func``: each call runs inside a fresh copy of this context."""
+        if inspect.isclass(func):
+            warnings.warn(CLASS_DECORATED.format(name=func.__name__), FutureWarning, stacklevel=2)
+            cls = func
+
+            def func(*args: Any, **kwargs: Any) -> Any:
+                return cls(*args, **kwargs)
+
+            functools.update_wrapper(func, cls, updated=())
+        if inspect.isgeneratorfunction(func):
+            generator_function = func
+
+            @functools.wraps(generator_function)
+            def generator(*args: Any, **kwargs: Any) -> Any:
+                with self.clone():
+                    return (yield from generator_function(*args, **kwargs))
+
+            return generator
+
+        @functools.wraps(func)
+        def call(*args: Any, **kwargs: Any) -> Any:
+            with self.clone():
+                return func(*args, **kwargs)
+
+        return call

@@ -103,21 +103,47 @@ class DMControlWrapper(GymLikeEnv):
         camera_id: int | str = 0,
     ) -> None:
         import_optional("dm_control", "dmc", type(self).__name__)
-        task_env = env
+        constructor_kwargs = {
+            "env": env,
+            "from_pixels": from_pixels,
+            "pixels_only": pixels_only,
+            "render_kwargs": render_kwargs,
+            "camera_id": camera_id,
+        }
+        built = DMControlWrapper._build_env(self, **constructor_kwargs)
+        super().__init__(device=device, batch_size=torch.Size([]), frame_skip=frame_skip)
+        # what the library env was built from (torchrl 0.4's name): rebuild_with_kwargs
+        self._constructor_kwargs = constructor_kwargs
+        self._use_env(built, constructor_kwargs)
+
+    # rebuild_with_kwargs (rllibs._wrapper_api) takes _build_env's arguments
+    _rebuild_keys = ("env", "from_pixels", "pixels_only", "render_kwargs", "camera_id")
+
+    def _build_env(
+        self,
+        env: Any,
+        from_pixels: bool = False,
+        pixels_only: bool = True,
+        render_kwargs: dict[str, Any] | None = None,
+        camera_id: int | str = 0,
+    ) -> tuple[Any, Any]:
+        """``(task env, env to step)``: the second renders pixels with ``from_pixels``."""
         if from_pixels:
             from dm_control.suite.wrappers import pixels
 
-            env = pixels.Wrapper(
+            return env, pixels.Wrapper(
                 env,
                 pixels_only=pixels_only,
                 render_kwargs={"camera_id": camera_id, **(render_kwargs or {})},
             )
-        super().__init__(device=device, batch_size=torch.Size([]), frame_skip=frame_skip)
-        self._env = env
-        self._task_env = task_env
-        self.from_pixels = from_pixels
-        self.pixels_only = pixels_only
+        return env, env
+
+    def _use_env(self, built: tuple[Any, Any], kwargs: dict[str, Any]) -> None:
+        self._task_env, self._env = built
+        self.from_pixels = kwargs["from_pixels"]
+        self.pixels_only = kwargs["pixels_only"]
         self._make_specs()
+        self._declare_info_specs()
 
     def _make_specs(self) -> None:
         env, device = self._env, self.device
@@ -207,36 +233,97 @@ class DMControlEnv(DMControlWrapper):
         environment_kwargs: dict[str, Any] | None = None,
         **kwargs: Any,
     ) -> None:
-        import_optional("dm_control", "dmc", f"DMControlEnv({env_name!r}, {task_name!r})")
-        from dm_control import suite
-
-        available = dict(dm_control_available_envs())
-        if task_name not in available.get(env_name, ()):
-            raise ValueError(
-                UNKNOWN_TASK.format(
-                    env_name=env_name, task_name=task_name, available=sorted(available.items())
-                )
+        constructor_kwargs = {
+            "env_name": env_name,
+            "task_name": task_name,
+            "from_pixels": from_pixels,
+            "pixels_only": pixels_only,
+            "render_kwargs": render_kwargs,
+            "camera_id": camera_id,
+            "task_kwargs": task_kwargs,
+            "environment_kwargs": environment_kwargs,
+            **kwargs,
+        }
+        env = _load_task(env_name, task_name, task_kwargs, environment_kwargs, kwargs)
+        try:
+            super().__init__(
+                env,
+                from_pixels=from_pixels,
+                pixels_only=pixels_only,
+                frame_skip=frame_skip,
+                device=device,
+                render_kwargs=render_kwargs,
+                camera_id=camera_id,
             )
-        env = suite.load(
-            env_name,
-            task_name,
-            task_kwargs={**(task_kwargs or {}), **kwargs},
-            environment_kwargs=environment_kwargs,
-        )
-        super().__init__(
+        except BaseException:
+            env.close()
+            raise
+        self._constructor_kwargs = constructor_kwargs
+
+    # rebuild_with_kwargs: any name (task keyword arguments beside DMControlEnv's own); the
+    # env is ours
+    _rebuild_keys = None
+    _owns_env = True
+
+    @property
+    def env_name(self) -> str:
+        """The dm_control domain, e.g. ``"humanoid"``."""
+        return self._constructor_kwargs["env_name"]
+
+    @property
+    def task_name(self) -> str:
+        """The dm_control task, e.g. ``"stand"``."""
+        return self._constructor_kwargs["task_name"]
+
+    def _build_env(
+        self,
+        env_name: str,
+        task_name: str,
+        from_pixels: bool = False,
+        pixels_only: bool = True,
+        render_kwargs: dict[str, Any] | None = None,
+        camera_id: int | str = 0,
+        task_kwargs: dict[str, Any] | None = None,
+        environment_kwargs: dict[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> tuple[Any, Any]:
+        env = _load_task(env_name, task_name, task_kwargs, environment_kwargs, kwargs)
+        return super()._build_env(
             env,
             from_pixels=from_pixels,
             pixels_only=pixels_only,
-            frame_skip=frame_skip,
-            device=device,
             render_kwargs=render_kwargs,
             camera_id=camera_id,
         )
-        self.env_name = env_name
-        self.task_name = task_name
 
     def __repr__(self) -> str:
         return (
             f"{type(self).__name__}(env={self.env_name}, task={self.task_name}, "
             f"device={self.device})"
         )
+
+
+def _load_task(
+    env_name: str,
+    task_name: str,
+    task_kwargs: dict[str, Any] | None,
+    environment_kwargs: dict[str, Any] | None,
+    kwargs: dict[str, Any],
+) -> Any:
+    """``suite.load`` as ``DMControlEnv`` calls it, after checking the domain and task."""
+    import_optional("dm_control", "dmc", f"DMControlEnv({env_name!r}, {task_name!r})")
+    from dm_control import suite
+
+    available = dict(dm_control_available_envs())
+    if task_name not in available.get(env_name, ()):
+        raise ValueError(
+            UNKNOWN_TASK.format(
+                env_name=env_name, task_name=task_name, available=sorted(available.items())
+            )
+        )
+    return suite.load(
+        env_name,
+        task_name,
+        task_kwargs={**(task_kwargs or {}), **kwargs},
+        environment_kwargs=environment_kwargs,
+    )

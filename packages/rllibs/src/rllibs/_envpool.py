@@ -13,6 +13,10 @@ gymnasium vector-env API. Two modes:
   is next sent an action (that action is ignored) and its new episode comes back in a later
   batch (reward 0, ``elapsed_step`` 0 in the info); a reset with a ``"_reset"`` mask therefore
   only accepts rows whose episode just ended and keeps them as they are, done flags cleared.
+
+In both modes a ``"_reset"`` mask that selects no row is a no-op, as in torchrl 0.4: the reset
+returns the current observations (and info entries) of every row, done flags cleared, and
+calls nothing in EnvPool.
 """
 
 from __future__ import annotations
@@ -24,12 +28,13 @@ import numpy as np
 import torch
 from tensordict import TensorDictBase
 
+from rlcore import done_from
 from rlspecs import Bounded
 
 from ._extras import HAS_ENVPOOL, import_optional
 from ._gym import set_specs_from_spaces
 from ._gym_like import GymLikeEnv
-from ._gym_vector import VectorCalls
+from ._gym_vector import VectorCalls, _merge_rows, _where_rows
 from ._wrapper_api import classproperty
 
 __all__ = ["MultiThreadedEnv", "MultiThreadedEnvWrapper"]
@@ -158,6 +163,8 @@ class MultiThreadedEnvWrapper(GymLikeEnv):
         self._vector = None if self.is_async else VectorCalls(env, type(self).__name__)
         # async mode: the sub-env of each row, its last observation and whether it just ended
         self._env_ids = np.zeros(self.batch_size[0], dtype=np.int32)
+        # both modes: the last observations and info of every row (a reset selecting no row
+        # returns them); async: with each row's sub-env id
         self._last_obs: Any = None
         self._last_info: dict = {}
         self._rows_done = np.zeros(self.batch_size[0], dtype=bool)
@@ -202,8 +209,16 @@ class MultiThreadedEnvWrapper(GymLikeEnv):
             if mask is not None:
                 raise ValueError(PARTIAL_SEED.format(seed=seed))
             self._reseed(seed)
+        if mask is not None and not mask.any():
+            # torchrl 0.4: a mask selecting no sub-env resets nothing; every row keeps its data
+            return self._last_obs, self._last_info
         if not self.is_async:
-            return self._vector.reset(mask, **kwargs)
+            obs, info = self._vector.reset(mask, **kwargs)
+            if mask is not None:  # rows outside the mask are not meaningful: keep ours there
+                obs = _where_rows(mask, obs, self._last_obs)
+                info = _merge_rows(mask, info, self._last_info)
+            self._last_obs, self._last_info = obs, info
+            return obs, info
         if mask is None:
             return self._restart_all()
         running = mask & ~self._rows_done
@@ -216,7 +231,9 @@ class MultiThreadedEnvWrapper(GymLikeEnv):
 
     def _env_step(self, action: Any):
         if not self.is_async:
-            return self._vector.step(action)
+            result = self._vector.step(action)
+            self._last_obs, self._last_info = result[0], result[-1]
+            return result
         self._env.send(action, self._env_ids)
         self._outstanding += len(self._env_ids)
         self._stepped = True
@@ -226,7 +243,7 @@ class MultiThreadedEnvWrapper(GymLikeEnv):
         obs, reward, terminated, truncated, info = self._env.recv()
         self._outstanding -= len(info["env_id"])
         self._env_ids = np.asarray(info["env_id"], dtype=np.int32)
-        self._rows_done = np.logical_or(terminated, truncated)
+        self._rows_done = done_from(np.asarray(terminated), np.asarray(truncated))
         self._last_obs = (obs, self._env_ids)
         self._last_info = info
         return self._last_obs, reward, terminated, truncated, info

@@ -10,8 +10,8 @@ from tensordict import TensorDictBase
 from rlspecs import Categorical, Composite, TensorSpec, Unbounded
 
 from ._extras import import_optional
-from ._gym_dense import action_rows, obs_rows
 from ._gym_like import GymLikeEnv
+from ._gym_rows import action_rows, obs_rows
 from ._gym_spaces import is_image_space, make_reader, make_writer, space_to_spec
 from ._gym_vector import VectorCalls
 from ._wrapper_api import classproperty, get_library_name, gym_available_envs
@@ -99,31 +99,40 @@ class GymWrapper(GymLikeEnv):
         allow_done_after_reset: bool = False,
     ) -> None:
         gym = import_optional("gymnasium", "gym", type(self).__name__)
-        if env is None:
-            raise TypeError(MISSING_ENV)
-        batched = isinstance(env, gym.vector.VectorEnv)
-        if batched:
-            if from_pixels:
-                raise ValueError(VECTOR_PIXELS.format(env=env))
-        elif from_pixels:
-            if env.render_mode != "rgb_array":
-                raise ValueError(NO_RGB_RENDER.format(mode=env.render_mode, env=env))
-            env = gym.wrappers.AddRenderObservation(
-                env, render_only=pixels_only, render_key="pixels", obs_key="observation"
-            )
+        built = _wrap_gym_env(gym, env, from_pixels, pixels_only)
         super().__init__(
             device=device,
-            batch_size=torch.Size([env.num_envs] if batched else []),
+            batch_size=_batch_size_of(gym, built),
             frame_skip=frame_skip,
             allow_done_after_reset=allow_done_after_reset,
         )
-        self._env = env
         self.categorical_action_encoding = categorical_action_encoding
-        self.from_pixels = from_pixels
-        self.pixels_only = pixels_only
+        # what the library env was built from (torchrl 0.4's name): rebuild_with_kwargs
+        self._constructor_kwargs = {
+            "env": env,
+            "from_pixels": from_pixels,
+            "pixels_only": pixels_only,
+        }
+        self._use_env(built, self._constructor_kwargs)
+
+    # rebuild_with_kwargs (rllibs._wrapper_api) takes _build_env's arguments
+    _rebuild_keys = ("env", "from_pixels", "pixels_only")
+
+    def _build_env(self, env: Any = None, from_pixels: bool = False, pixels_only: bool = True):
+        gym = import_optional("gymnasium", "gym", type(self).__name__)
+        return _wrap_gym_env(gym, env, from_pixels, pixels_only)
+
+    def _use_env(self, built: Any, kwargs: dict[str, Any]) -> None:
+        gym = import_optional("gymnasium", "gym", type(self).__name__)
+        self._set_batch_size(_batch_size_of(gym, built))
+        batched = isinstance(built, gym.vector.VectorEnv)
+        self._env = built
+        self.from_pixels = kwargs["from_pixels"]
+        self.pixels_only = kwargs["pixels_only"]
         self._batched = batched
-        self._vector = VectorCalls(env, type(self).__name__) if batched else None
+        self._vector = VectorCalls(built, type(self).__name__) if batched else None
         self._make_specs()
+        self._declare_info_specs()
         # gymnasium refuses step() before a first reset(); batched containers may step first
         self._env_reset(None, None)
 
@@ -146,6 +155,10 @@ class GymWrapper(GymLikeEnv):
         if mask is not None:
             mask = mask.reshape(self.batch_size).cpu().numpy()
         return vector.reset(mask, seed, options, **kwargs)
+
+    def _reset_reads_input(self) -> bool:
+        # an unbatched gymnasium env's reset reads no tensordict (a subclass's may)
+        return bool(self.batch_size) or type(self)._env_reset is not GymWrapper._env_reset
 
     def _env_step(self, action: Any):
         vector = self._vector
@@ -202,6 +215,10 @@ class GymEnv(GymWrapper):
         torch.Size([2, 3, 1])
     """
 
+    # rebuild_with_kwargs: any name (gym.make's arguments beside GymEnv's own); the env is ours
+    _rebuild_keys = None
+    _owns_env = True
+
     def __init__(
         self,
         env_name: str,
@@ -216,39 +233,105 @@ class GymEnv(GymWrapper):
         pixels_only: bool = True,
         **kwargs: Any,
     ) -> None:
-        what = f"GymEnv({env_name!r})"
-        gym = import_optional("gymnasium", "gym", what)
-        if env_name.startswith("ALE/"):
-            gym.register_envs(import_optional("ale_py", "atari", what))
-        if from_pixels:
-            kwargs.setdefault("render_mode", "rgb_array")
-        if num_envs:
-            if vectorization_mode not in ("sync", "async"):
-                raise ValueError(BAD_VECTORIZATION.format(mode=vectorization_mode))
-            env = gym.make_vec(
-                env_name,
-                num_envs=num_envs,
-                vectorization_mode=vectorization_mode,
-                vector_kwargs=vector_kwargs,
-                **kwargs,
+        constructor_kwargs = {
+            "env_name": env_name,
+            "num_envs": num_envs,
+            "vectorization_mode": vectorization_mode,
+            "vector_kwargs": vector_kwargs,
+            "from_pixels": from_pixels,
+            "pixels_only": pixels_only,
+            **kwargs,
+        }
+        env = _make_gym_env(**constructor_kwargs)
+        try:
+            super().__init__(
+                env,
+                categorical_action_encoding=categorical_action_encoding,
+                device=device,
+                frame_skip=frame_skip,
+                from_pixels=from_pixels,
+                pixels_only=pixels_only,
             )
-        else:
-            env = gym.make(env_name, **kwargs)
-        super().__init__(
-            env,
-            categorical_action_encoding=categorical_action_encoding,
-            device=device,
-            frame_skip=frame_skip,
-            from_pixels=from_pixels,
-            pixels_only=pixels_only,
-        )
-        self.env_name = env_name
+        except BaseException:
+            env.close()
+            raise
+        self._constructor_kwargs = constructor_kwargs
+
+    @property
+    def env_name(self) -> str:
+        """The gymnasium id the env was made from."""
+        return self._constructor_kwargs["env_name"]
+
+    def _build_env(
+        self,
+        env_name: str,
+        from_pixels: bool = False,
+        pixels_only: bool = True,
+        **kwargs: Any,
+    ) -> Any:
+        env = _make_gym_env(env_name, from_pixels=from_pixels, **kwargs)
+        try:
+            return super()._build_env(env, from_pixels=from_pixels, pixels_only=pixels_only)
+        except BaseException:
+            env.close()
+            raise
 
     def __repr__(self) -> str:
         return (
             f"{type(self).__name__}(env={self.env_name}, batch_size={self.batch_size}, "
             f"device={self.device})"
         )
+
+
+def _make_gym_env(
+    env_name: str,
+    *,
+    num_envs: int = 0,
+    vectorization_mode: str = "sync",
+    vector_kwargs: dict[str, Any] | None = None,
+    from_pixels: bool = False,
+    pixels_only: bool = True,
+    **kwargs: Any,
+) -> Any:
+    """``gym.make`` (or ``gym.make_vec`` with ``num_envs``) as ``GymEnv`` makes its env."""
+    what = f"GymEnv({env_name!r})"
+    gym = import_optional("gymnasium", "gym", what)
+    if env_name.startswith("ALE/"):
+        gym.register_envs(import_optional("ale_py", "atari", what))
+    if from_pixels:
+        kwargs.setdefault("render_mode", "rgb_array")
+    if num_envs:
+        if vectorization_mode not in ("sync", "async"):
+            raise ValueError(BAD_VECTORIZATION.format(mode=vectorization_mode))
+        return gym.make_vec(
+            env_name,
+            num_envs=num_envs,
+            vectorization_mode=vectorization_mode,
+            vector_kwargs=vector_kwargs,
+            **kwargs,
+        )
+    return gym.make(env_name, **kwargs)
+
+
+def _wrap_gym_env(gym: Any, env: Any, from_pixels: bool, pixels_only: bool) -> Any:
+    """``env`` checked, and wrapped to render ``"pixels"`` with ``from_pixels``."""
+    if env is None:
+        raise TypeError(MISSING_ENV)
+    if isinstance(env, gym.vector.VectorEnv):
+        if from_pixels:
+            raise ValueError(VECTOR_PIXELS.format(env=env))
+        return env
+    if not from_pixels:
+        return env
+    if env.render_mode != "rgb_array":
+        raise ValueError(NO_RGB_RENDER.format(mode=env.render_mode, env=env))
+    return gym.wrappers.AddRenderObservation(
+        env, render_only=pixels_only, render_key="pixels", obs_key="observation"
+    )
+
+
+def _batch_size_of(gym: Any, env: Any) -> torch.Size:
+    return torch.Size([env.num_envs] if isinstance(env, gym.vector.VectorEnv) else [])
 
 
 def set_specs_from_spaces(
@@ -263,9 +346,9 @@ def set_specs_from_spaces(
 
     The specs are expanded to ``env.batch_size``. A non-Dict observation goes under
     ``observation_key``, by default ``"pixels"`` for images and ``"observation"`` otherwise.
-    Sets ``env._read_obs`` and ``env._write_action`` (see ``GymLikeEnv``), and, for an
-    unbatched env, ``env._obs_rows`` and ``env._action_rows`` (the same conversions for its
-    dense stepper, or None).
+    Sets ``env._read_obs`` and ``env._write_action`` (see ``GymLikeEnv``), and
+    ``env._obs_rows`` and ``env._action_rows`` (the same conversions for its stepper, or
+    None).
 
     Examples:
         >>> import gymnasium as gym
@@ -297,9 +380,9 @@ def set_specs_from_spaces(
         observation_spec = Composite({key: obs_spec}, shape=(), device=device)
         read = make_reader(obs_space, obs_spec, ndim)
         env._read_obs = lambda obs: {key: read(obs)}
-    # the same conversions on rows of batched buffers (GymLikeEnv's dense stepper)
-    env._obs_rows = None if ndim else obs_rows(obs_space, obs_spec, key, env._read_obs)
-    env._action_rows = None if ndim else action_rows(action_space, env._write_action)
+    # the same conversions on rows of NumPy buffers (GymLikeEnv's stepper)
+    env._obs_rows = obs_rows(obs_space, obs_spec, key, env._read_obs, batch)
+    env._action_rows = action_rows(action_space, env._write_action, batched=bool(ndim))
 
     flag = Categorical(2, shape=(1,), device=device, dtype=torch.bool)
     reward = Unbounded(shape=(1,), device=device, dtype=torch.float32)

@@ -9,12 +9,11 @@ import numpy as np
 import torch
 from tensordict import TensorDict, TensorDictBase
 
-from rlcore import DenseStepper, EnvBase
+from rlcore import EnvBase, Stepper, done_from
 from rlspecs import Composite
 from rlspecs.private_apis import td_new
 
-from ._gym_dense import gym_dense_stepper
-from ._gym_rollout import fast_rollout
+from ._gym_stepper import gym_stepper
 from ._info_reader import default_info_dict_reader
 from ._wrapper_api import LibraryWrapperAPI
 
@@ -39,8 +38,11 @@ class GymLikeEnv(LibraryWrapperAPI, EnvBase):
 
     The base turns them into ``_reset``/``_step``: it repeats the action ``frame_skip`` times
     (summing the rewards, stopping at the first done; with a batch, when any sub-env is done),
-    writes ``reward``, ``terminated``, ``truncated`` and ``done``, and runs the info dict readers. ``set_seed(seed)`` makes the
-    next reset seeded (a reset without a pending seed does not reseed).
+    writes ``reward``, ``done`` (the step contract's rule, ``rlcore.done_from``), ``terminated``
+    and ``truncated``, and runs the info dict readers. ``set_seed(seed)`` makes the next reset
+    seeded (a reset without a pending seed does not reseed). Where its results have a fixed
+    layout it offers a stepper (``rllibs._gym_stepper``), which the rollout and the batched
+    envs use instead of a tensordict per step.
 
     Examples:
         >>> from rllibs import GymEnv
@@ -78,6 +80,10 @@ class GymLikeEnv(LibraryWrapperAPI, EnvBase):
     def _env_step(self, action: Any):
         raise NotImplementedError(f"{type(self).__name__} must implement _env_step")
 
+    def _reset_reads_input(self) -> bool:
+        """Whether ``_env_reset`` reads its tensordict (its stepper's resets then get theirs)."""
+        return True
+
     # ------------------------------------------------------------------ EnvBase hooks
     def _set_seed(self, seed: int | None) -> None:
         self._pending_seed = seed
@@ -93,9 +99,9 @@ class GymLikeEnv(LibraryWrapperAPI, EnvBase):
         obs, info = self._env_reset(tensordict, seed, **kwargs)
         out = self._read_obs(obs)
         shape = self._flag_shape
+        out["done"] = torch.zeros(shape, dtype=torch.bool)
         out["terminated"] = torch.zeros(shape, dtype=torch.bool)
         out["truncated"] = torch.zeros(shape, dtype=torch.bool)
-        out["done"] = torch.zeros(shape, dtype=torch.bool)
         return self._finish(out, info)
 
     def _library_step(self, action: Any) -> tuple:
@@ -104,7 +110,7 @@ class GymLikeEnv(LibraryWrapperAPI, EnvBase):
         for _ in range(self.frame_skip):
             obs, step_reward, terminated, truncated, info = self._env_step(action)
             reward = reward + step_reward
-            if np.any(terminated) or np.any(truncated):
+            if np.any(done_from(np.asarray(terminated), np.asarray(truncated))):
                 break
         return obs, reward, terminated, truncated, info
 
@@ -119,48 +125,25 @@ class GymLikeEnv(LibraryWrapperAPI, EnvBase):
         out["reward"] = torch.from_numpy(
             np.asarray(reward, dtype=self._reward_dtype).reshape(shape)
         )
-        out["terminated"] = torch.from_numpy(np.asarray(terminated, dtype=bool).reshape(shape))
-        out["truncated"] = torch.from_numpy(np.asarray(truncated, dtype=bool).reshape(shape))
-        out["done"] = torch.from_numpy(
-            np.asarray(terminated | truncated, dtype=bool).reshape(shape)
-        )
+        terminated = np.asarray(terminated, dtype=bool).reshape(shape)
+        truncated = np.asarray(truncated, dtype=bool).reshape(shape)
+        out["done"] = torch.from_numpy(done_from(terminated, truncated))
+        out["terminated"] = torch.from_numpy(terminated)
+        out["truncated"] = torch.from_numpy(truncated)
         return self._finish(out, info)
 
-    def rollout(
-        self,
-        max_steps: int,
-        policy: Callable[[TensorDictBase], Any] | None = None,
-        callback: Callable[[EnvBase, TensorDictBase], Any] | None = None,
-        **kwargs: Any,
-    ) -> TensorDictBase:
-        """``EnvBase.rollout`` (same arguments, same result), run without per-step tensordicts.
+    def _stepper(self) -> Stepper | None:
+        """Where the library's results have a fixed layout, a stepper writing them into rows.
 
-        Each step's library results go straight into the recording (see ``rllibs._gym_rollout``);
-        what that loop does not cover (info dict readers, non-CPU devices, ``nn.Module``
-        policies on tensors, ``auto_cast_to_device``, ...) runs ``EnvBase.rollout`` itself.
+        The rollout and ``rlbatched``'s envs step through it instead of a tensordict per
+        step (see ``rllibs._gym_stepper`` for when it is offered, and ``rlcore._stepper``).
 
         Examples:
             >>> from rllibs import GymEnv
-            >>> GymEnv("CartPole-v1").rollout(5, break_when_any_done=False).names
-            ['time']
-        """
-        out = fast_rollout(self, max_steps, policy, callback, kwargs)
-        if out is None:
-            return super().rollout(max_steps, policy, callback, **kwargs)
-        return out
-
-    def _dense_stepper(self) -> DenseStepper | None:
-        """Where ``_step``'s output is fixed in advance, a stepper writing it into batched rows.
-
-        ``rlbatched.SerialEnv`` uses it to step its sub-envs without a tensordict each (see
-        ``rllibs._gym_dense`` for when it applies).
-
-        Examples:
-            >>> from rllibs import GymEnv
-            >>> GymEnv("Pendulum-v1")._dense_stepper() is not None
+            >>> GymEnv("Pendulum-v1")._stepper() is not None
             True
         """
-        return gym_dense_stepper(self)
+        return gym_stepper(self)
 
     def _finish(self, out: dict, info: Mapping[str, Any]) -> TensorDictBase:
         device = self.device

@@ -36,10 +36,8 @@ NUM_ENVS_MISMATCH = (
 def _build(factory: Callable[..., EnvBase], transform: Any, kwargs: dict[str, Any]) -> EnvBase:
     env = factory(**kwargs)
     if transform is not None:
-        from rlcore.transforms import TransformedEnv
-
         # one transform instance can belong to one env: each env made gets its own copy
-        env = TransformedEnv(env, transform.clone())
+        env = env.append_transform(transform.clone())
     return env
 
 

@@ -2,8 +2,9 @@
 
 ``LibraryWrapperAPI`` (a base of ``GymLikeEnv``) adds the converters torchrl's wrappers expose
 (``read_action``, ``read_obs``, ``read_reward``, ``read_done``), the ``info_dict_reader``
-list and attribute look-up through to the wrapped library env (``env.spec`` of a gymnasium
-env). ``classproperty`` and the library queries back ``available_envs``, ``lib`` and
+list, attribute look-up through to the wrapped library env (``env.spec`` of a gymnasium
+env) and ``rebuild_with_kwargs`` (a new library env from changed constructor arguments).
+``classproperty`` and the library queries back ``available_envs``, ``lib`` and
 ``get_library_name``.
 """
 
@@ -14,6 +15,9 @@ from typing import Any, Generic, TypeVar
 
 import numpy as np
 import torch
+
+from rlcore import done_from
+from rlspecs import Composite
 
 from ._extras import HAS_DMC, HAS_GYM
 
@@ -32,6 +36,24 @@ UNKNOWN_LIBRARY = (
     'pip install "rllibs[gym]"'
 )
 NO_DONE = "read_done needs terminated or done, got terminated=None and done=None"
+NOT_REBUILDABLE = (
+    "{cls} cannot rebuild its library env from keyword arguments (rebuild_with_kwargs is "
+    "offered by GymWrapper, GymEnv, DMControlWrapper and DMControlEnv); build a new env instead"
+)
+REBUILD_UNKNOWN = (
+    "{cls}.rebuild_with_kwargs got unknown keyword argument(s) {unknown}; it takes {known}"
+)
+REBUILD_WRAPPER_ARG = (
+    "{cls}.rebuild_with_kwargs rebuilds the library env only; {keys} belong to the wrapper "
+    "(build a new {cls} to change them)"
+)
+# the wrapper's own arguments: rebuild_with_kwargs never passes them to the library
+WRAPPER_ARGUMENTS = (
+    "allow_done_after_reset",
+    "categorical_action_encoding",
+    "device",
+    "frame_skip",
+)
 
 T = TypeVar("T")
 
@@ -144,6 +166,95 @@ class LibraryWrapperAPI:
     """
 
     _env: Any
+    # rebuild_with_kwargs: the names it takes (None: any, the rest going to the library's
+    # constructor) and whether the wrapper made its library env (closed when replaced)
+    _rebuild_keys: tuple[str, ...] | None = ()
+    _owns_env = False
+
+    def rebuild_with_kwargs(self, **new_kwargs: Any) -> None:
+        """Rebuild the library env from the constructor's keyword arguments updated by ``new_kwargs``.
+
+        As torchrl 0.4's: the keyword arguments the library env was built from (kept in
+        ``_constructor_kwargs``: ``env``, ``from_pixels``, ``pixels_only`` for ``GymWrapper``;
+        the id, ``num_envs`` and ``gym.make``'s arguments for ``GymEnv``, ...) are updated with
+        ``new_kwargs`` for good, the library env is rebuilt from them and the specs are made
+        again from it (the batch size follows, e.g. a new ``num_envs``). The wrapper's own
+        arguments (``device``, ``frame_skip``, ...) stay; info dict readers stay and declare
+        their specs again. The new env is left as a new wrapper leaves it (a gymnasium env is
+        reset once, unseeded); a library env the wrapper made (``GymEnv``, ``DMControlEnv``) is
+        closed when replaced, one it was given is not. Where building the new env fails, the
+        wrapper is left as it was.
+
+        Raises ``TypeError`` for a name the wrapper does not take (``GymWrapper``,
+        ``DMControlWrapper``) or one of the wrapper's own arguments, and
+        ``NotImplementedError`` on wrappers that cannot be rebuilt (``MultiThreadedEnvWrapper``).
+
+        Examples:
+            >>> from rllibs import GymEnv
+            >>> env = GymEnv("Pendulum-v1")
+            >>> env.rebuild_with_kwargs(num_envs=2)
+            >>> env.batch_size, env._constructor_kwargs["num_envs"]
+            (torch.Size([2]), 2)
+            >>> env.rollout(3)["next", "observation"].shape
+            torch.Size([2, 3, 3])
+        """
+        cls = type(self).__name__
+        kwargs = self.__dict__.get("_constructor_kwargs")
+        if kwargs is None:
+            raise NotImplementedError(NOT_REBUILDABLE.format(cls=cls))
+        wrapper_keys = sorted(set(new_kwargs) & set(WRAPPER_ARGUMENTS))
+        if wrapper_keys:
+            raise TypeError(REBUILD_WRAPPER_ARG.format(cls=cls, keys=wrapper_keys))
+        known = self._rebuild_keys
+        if known is not None:
+            unknown = sorted(set(new_kwargs) - set(known))
+            if unknown:
+                raise TypeError(REBUILD_UNKNOWN.format(cls=cls, unknown=unknown, known=list(known)))
+        kwargs = {**kwargs, **new_kwargs}
+        built = self._build_env(**kwargs)
+        old = self._env
+        self._constructor_kwargs = kwargs
+        self._use_env(built, kwargs)
+        if self._owns_env and self._env is not old:
+            old.close()
+
+    def _build_env(self, **kwargs: Any) -> Any:
+        """The library env (as ``_use_env`` takes it) from the constructor's keyword arguments."""
+        raise NotImplementedError(NOT_REBUILDABLE.format(cls=type(self).__name__))
+
+    def _use_env(self, built: Any, kwargs: dict[str, Any]) -> None:
+        """Wrap ``built`` (from ``_build_env(**kwargs)``): specs, batch size, readiness."""
+        raise NotImplementedError(NOT_REBUILDABLE.format(cls=type(self).__name__))
+
+    def _set_batch_size(self, batch_size: torch.Size) -> None:
+        """Change the batch size before new specs are set (the old ones are dropped first)."""
+        if batch_size == self.batch_size:
+            return
+        old = self.batch_size
+        device = self.device
+
+        def empty() -> Composite:
+            return Composite(shape=old, device=device)
+
+        self.output_spec = Composite(
+            full_observation_spec=empty(),
+            full_reward_spec=empty(),
+            full_done_spec=empty(),
+            shape=old,
+            device=device,
+        )
+        self.input_spec = Composite(
+            full_action_spec=empty(), full_state_spec=empty(), shape=old, device=device
+        )
+        self.batch_size = batch_size
+        self._flag_shape = (*batch_size, 1)
+
+    def _declare_info_specs(self) -> None:
+        """Declare again the specs of the info dict readers (after new specs were made)."""
+        for reader in self._info_dict_readers:
+            info_spec = getattr(reader, "info_spec", None)
+            if info_spec is not None:
+                self._register_info_spec(info_spec)
 
     def read_action(self, action: Any) -> Any:
         """Convert an action tensor (or tensordict) into what the library env's ``step`` takes.
@@ -206,11 +317,10 @@ class LibraryWrapperAPI:
         truncated = torch.as_tensor(
             np.asarray(False if truncated is None else truncated, dtype=bool)
         ).expand_as(terminated)
-        done = (
-            terminated | truncated
-            if done is None
-            else torch.as_tensor(np.asarray(done, dtype=bool))
-        )
+        if done is None:
+            done = done_from(terminated, truncated)  # the step contract's rule
+        else:
+            done = torch.as_tensor(np.asarray(done, dtype=bool))
         shape = self._flag_shape
         return (
             terminated.reshape(shape),

@@ -1,8 +1,8 @@
-"""A SerialEnv of GymEnvs steps them densely, with the general path's results exactly.
+"""A SerialEnv of GymEnvs steps them through their steppers, with the general path's results.
 
 Every case builds the same seeded ``SerialEnv`` twice, one on the fast path (each GymEnv's
-``rllibs._gym_dense.GymDenseStepper`` writing into the batched buffers) and one forced onto the
-general path (``_dense_allowed = False``: one tensordict per sub-env, stacked), runs both alike
+``rllibs._gym_stepper.GymStepper`` writing into the batched buffers) and one forced onto the
+general path (``_steppers_allowed = False``: one tensordict per sub-env, stacked), runs both alike
 and compares type, batch size, names, keys in order, and each leaf's dtype, shape, strides,
 device and values. Sub-envs that do not qualify fall back to the general path.
 """
@@ -17,13 +17,14 @@ import torch
 from tensordict import TensorDictBase
 
 from rlbatched import SerialEnv
-from rlcore import dense_stepper
-from rlcore.transforms import Compose, DoubleToFloat, RewardSum, StepCounter, TransformedEnv
+from rlcore import stepper_of
+from rltransforms import Compose, DoubleToFloat, RewardSum, StepCounter, TransformedEnv
 
 gym = pytest.importorskip("gymnasium")
 
 from rllibs import GymEnv, GymLikeEnv, GymWrapper, default_info_dict_reader  # noqa: E402
-from rllibs._gym_dense import BAD_OBSERVATION, GymDenseStepper  # noqa: E402
+from rllibs._gym_rows import BAD_OBSERVATION  # noqa: E402
+from rllibs._gym_stepper import GymStepper  # noqa: E402
 
 HAS_MUJOCO = importlib.util.find_spec("mujoco") is not None
 NUM = 3
@@ -68,7 +69,7 @@ def classes(counting_env_cls, space_env_cls):
 def _pair(make_sub, **kwargs) -> tuple[SerialEnv, SerialEnv]:
     fns = [lambda i=i: make_sub(i) for i in range(NUM)]
     fast, general = SerialEnv(NUM, fns, **kwargs), SerialEnv(NUM, fns, **kwargs)
-    general._dense_allowed = False
+    general._steppers_allowed = False
     for env in (fast, general):
         env.set_seed(0)
     return fast, general
@@ -98,7 +99,7 @@ def test_rollouts_identical(case, classes):
     """Auto-resetting rollouts, then rollouts that stop at the first done, are identical."""
     fast, general = _pair(lambda i: CASES[case](classes, i))
     one, two = _both((fast, general), lambda env: env.rollout(25, break_when_any_done=False))
-    assert isinstance(fast._dense.steppers[0], GymDenseStepper) and general._dense is None
+    assert isinstance(fast._stepped.steppers[0], GymStepper) and general._stepped is None
     _assert_same(one, two)
     one, two = _both((fast, general), lambda env: env.rollout(25))
     _assert_same(one, two)
@@ -129,7 +130,7 @@ def test_seeds_reach_the_sub_envs_alike():
     again = [env.reset() for env in (fast, general)]
     _assert_same(*again)
     assert not torch.equal(first[0]["observation"], again[0]["observation"])
-    assert fast._dense is not None
+    assert fast._stepped is not None
 
 
 @pytest.mark.parametrize(
@@ -142,17 +143,17 @@ def test_transforms_around_the_serial_env(transform):
     envs = [TransformedEnv(env, transform()) for env in (fast, general)]
     one, two = _both(envs, lambda env: env.rollout(30, break_when_any_done=False))
     _assert_same(one, two)
-    assert fast._dense is not None
+    assert fast._stepped is not None
 
 
 @pytest.mark.skipif(not HAS_MUJOCO, reason="mujoco is not installed")
 def test_mujoco_under_a_cast():
-    """HalfCheetah (float64 observations) under DoubleToFloat: identical, and dense."""
+    """HalfCheetah (float64 observations) under DoubleToFloat: identical, through steppers."""
     fast, general = _pair(lambda i: GymEnv("HalfCheetah-v4"))
     envs = [TransformedEnv(env, DoubleToFloat()) for env in (fast, general)]
     one, two = _both(envs, lambda env: env.rollout(12, break_when_any_done=False))
     _assert_same(one, two)
-    assert one["next", "observation"].dtype == torch.float32 and fast._dense is not None
+    assert one["next", "observation"].dtype == torch.float32 and fast._stepped is not None
 
 
 def test_the_fast_path_does_not_call_step(monkeypatch):
@@ -179,9 +180,6 @@ FALLBACKS = {
     "info-reader": lambda c: GymWrapper(c["counting"]()).auto_register_info_dict(),
     "vector-sub-envs": lambda c: GymEnv("CartPole-v1", num_envs=2),
     "subclass-step": lambda c: StepCountingWrapper(c["counting"]()),
-    "tuple-observations": lambda c: GymWrapper(
-        c["space"](gym.spaces.Tuple([gym.spaces.Box(-1, 1, (2,))] * 2), gym.spaces.Discrete(2))
-    ),
     "run-type-checks": lambda c: _with_type_checks(GymEnv("Pendulum-v1")),
 }
 
@@ -191,14 +189,31 @@ def _with_type_checks(env):
     return env
 
 
+# sub-envs with a stepper that SerialEnv's stepper path does not take (batched sub-envs)
+OFFERING = {"vector-sub-envs"}
+
+
 @pytest.mark.parametrize("case", sorted(FALLBACKS))
 def test_sub_envs_that_do_not_qualify_take_the_general_path(case, classes):
-    """No stepper (or a SerialEnv of them): the general path, with the same results."""
-    assert dense_stepper(FALLBACKS[case](classes)) is None
+    """No stepper (or one the batch cannot use): the general path, with the same results."""
+    assert (stepper_of(FALLBACKS[case](classes)) is None) is (case not in OFFERING)
     fast, general = _pair(lambda i: FALLBACKS[case](classes))
     one, two = _both((fast, general), lambda env: env.rollout(8, break_when_any_done=False))
     _assert_same(one, two)
-    assert fast._dense is None
+    assert fast._stepped is None
+
+
+def test_tuple_observations_go_through_the_reader(classes):
+    """A Tuple space (stacked observations) has no row writer: the env's reader fills the rows."""
+
+    def make(i):
+        space = gym.spaces.Tuple([gym.spaces.Box(-1, 1, (2,))] * 2)
+        return GymWrapper(classes["space"](space, gym.spaces.Discrete(2)))
+
+    fast, general = _pair(make)
+    one, two = _both((fast, general), lambda env: env.rollout(8, break_when_any_done=False))
+    _assert_same(one, two)
+    assert fast._stepped is not None and one["next", "observation"].shape == (3, 8, 2, 2)
 
 
 def test_an_info_reader_added_after_start_is_read(classes):
@@ -209,7 +224,7 @@ def test_an_info_reader_added_after_start_is_read(classes):
         env.set_info_dict_reader(default_info_dict_reader(["count"]))
     one, two = _both((fast, general), lambda env: env.rollout(6, break_when_any_done=False))
     _assert_same(one, two)
-    assert fast._dense is None and ("next", "count") in one.keys(True)
+    assert fast._stepped is None and ("next", "count") in one.keys(True)
 
 
 class BadShapeEnv(gym.Env):
@@ -229,7 +244,7 @@ def test_observations_of_another_shape_raise():
     """The buffers never broadcast: a mis-shaped observation raises, naming key and shapes."""
     env = SerialEnv(2, lambda: GymWrapper(BadShapeEnv()))
     expected = BAD_OBSERVATION.format(
-        where="GymLikeEnv dense step", key="observation", got=(3,), expected=(2,)
+        where="GymLikeEnv stepper", key="observation", got=(3,), expected=(2,)
     )
     with pytest.raises(ValueError, match=expected.replace("(", r"\(").replace(")", r"\)")) as info:
         env.rollout(2)
