@@ -153,3 +153,16 @@ def test_counting_env_rejects_a_tensordict_of_the_wrong_batch():
         RuntimeError, match=re.escape("Expected a tensordict with shape==env.batch_size")
     ):
         env.step(td)
+
+
+def _float64_reward(env):
+    env.reward_spec = env.reward_spec.to(torch.float64)
+    return env.rand_step(env.reset())["next", "reward"].dtype
+
+
+def test_counting_env_reward_is_float32_whatever_the_spec_by_default():
+    assert _float64_reward(CountingEnv()) == torch.float32
+
+
+def test_counting_env_reward_takes_the_spec_dtype_with_adapt_dtype():
+    assert _float64_reward(CountingEnv(adapt_dtype=True)) == torch.float64

@@ -267,3 +267,31 @@ def test_a_step_without_its_state_names_the_missing_key(cls):
     td = env.rand_action(env.reset()).exclude(env._out_key)
     with pytest.raises(KeyError, match=re.escape(repr(env._out_key))):
         env.step(td)
+
+
+@pytest.mark.parametrize(
+    "cls",
+    [ContinuousActionVecMockEnv, ContinuousActionConvMockEnv, ContinuousActionConvMockEnvNumpy],
+)
+def test_continuous_reward_keeps_the_default_float_dtype_by_default(cls):
+    env = cls(dtype=torch.float64)
+    assert env.reward_spec.dtype == torch.float64
+    assert env.rand_step(env.reset())["next", "reward"].dtype == torch.get_default_dtype()
+
+
+@pytest.mark.parametrize(
+    "cls",
+    [ContinuousActionVecMockEnv, ContinuousActionConvMockEnv, ContinuousActionConvMockEnvNumpy],
+)
+def test_continuous_reward_adapts_to_the_reward_spec_with_adapt_dtype(cls):
+    env = cls(dtype=torch.float64, adapt_dtype=True)
+    assert env.rand_step(env.reset())["next", "reward"].dtype == torch.float64
+    check_env_specs(env, seed=0)
+
+
+def test_adapt_dtype_class_attribute_selects_current_torchrl_reward():
+    class Adapting(ContinuousActionVecMockEnv):
+        adapt_dtype = True
+
+    env = Adapting(dtype=torch.float64)
+    assert env.rand_step(env.reset())["next", "reward"].dtype == torch.float64

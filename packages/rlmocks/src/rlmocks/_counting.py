@@ -73,6 +73,10 @@ class CountingEnv(EnvBase):
     ``done = terminated = count > max_steps`` and a zero reward, so with action 1 done
     flips on step ``max_steps + 1``.
 
+    The reward is float32 whatever the reward spec, as the seed's class has it. Current
+    torchrl's class gives it the reward spec's dtype (which matters once that spec is
+    edited): pass ``adapt_dtype=True`` (or set the class attribute) to get that.
+
     Examples:
         >>> env = CountingEnv(max_steps=2)
         >>> td = env.rollout(10, lambda td: td.set("action", torch.ones(1, dtype=torch.int8)))
@@ -80,10 +84,22 @@ class CountingEnv(EnvBase):
         tensor([1, 2, 3], dtype=torch.int32)
     """
 
-    def __init__(self, max_steps: int = 5, start_val: int = 0, **kwargs) -> None:
+    # False: the seed's float32 reward; True: current torchrl's, in the reward spec's dtype
+    adapt_dtype: bool = False
+
+    def __init__(
+        self,
+        max_steps: int = 5,
+        start_val: int = 0,
+        *,
+        adapt_dtype: bool | None = None,
+        **kwargs,
+    ) -> None:
         super().__init__(**kwargs)
         self.max_steps = max_steps
         self.start_val = start_val
+        if adapt_dtype is not None:
+            self.adapt_dtype = adapt_dtype
         _set_specs(self, _counting_specs(self.batch_size, self.device))
         self.register_buffer(
             "count", torch.zeros((*self.batch_size, 1), dtype=torch.int32, device=self.device)
@@ -108,6 +124,11 @@ class CountingEnv(EnvBase):
     def _increment(self, tensordict: TensorDictBase) -> torch.Tensor:
         return tensordict.get("action").to(dtype=torch.int32, device=self.count.device)
 
+    def _reward_dtype(self) -> torch.dtype:
+        if self.adapt_dtype and self.reward_keys:
+            return self.full_reward_spec[self.reward_keys[0]].dtype
+        return torch.float32
+
     def _step(self, tensordict: TensorDictBase) -> TensorDictBase:
         self.count += self._increment(tensordict)
         done = self.count > self.max_steps
@@ -116,7 +137,9 @@ class CountingEnv(EnvBase):
                 "observation": self.count.clone(),
                 "done": done,
                 "terminated": done.clone(),
-                "reward": torch.zeros(self.count.shape, dtype=torch.float32, device=self.device),
+                "reward": torch.zeros(
+                    self.count.shape, dtype=self._reward_dtype(), device=self.device
+                ),
             },
             batch_size=self.batch_size,
             device=self.device,

@@ -18,6 +18,9 @@ SEED_ERROR = "{cls}.set_seed expects a seed >= 1, got {seed}."
 class _SeededCounter(EnvBase):
     """A counter seeded to ``seed % 17`` whose step ignores the action (not exported)."""
 
+    # stepped without an action (rand_step samples none): a given one is still checked
+    _action_required = False
+
     def _set_seed(self, seed: int | None) -> None:
         if seed is None or seed < 1:
             raise ValueError(SEED_ERROR.format(cls=type(self).__name__, seed=seed))

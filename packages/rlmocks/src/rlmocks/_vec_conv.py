@@ -337,15 +337,30 @@ class ContinuousActionVecMockEnv(_MockEnv):
     ``action / 100`` to ``observation_orig`` and writes it to both keys; reward, done and
     terminated are 1/True where any entry is close to ``counter + 1`` (practically never).
 
+    The reward is in the default float dtype, as the seed's class has it. Current torchrl's
+    class adapts it instead to the reward spec (its dtype, e.g. float64 after
+    ``dtype=torch.float64``, and its shape): set the class attribute ``adapt_dtype = True``
+    (as current torchrl does) or pass ``adapt_dtype=True`` to get that.
+
     Examples:
         >>> env = ContinuousActionVecMockEnv()
         >>> env.rollout(3)["next", "observation"].shape
         torch.Size([3, 7])
+        >>> env = ContinuousActionVecMockEnv(dtype=torch.float64, adapt_dtype=True)
+        >>> env.rand_step(env.reset())["next", "reward"].dtype
+        torch.float64
     """
 
-    def __init__(self, *, from_pixels: bool = False, **kwargs) -> None:
+    # False: the seed's float reward; True: current torchrl's, in the reward spec's dtype/shape
+    adapt_dtype: bool = False
+
+    def __init__(
+        self, *, from_pixels: bool = False, adapt_dtype: bool | None = None, **kwargs
+    ) -> None:
         super().__init__(**kwargs)
         self.from_pixels = from_pixels
+        if adapt_dtype is not None:
+            self.adapt_dtype = adapt_dtype
         self.step_count = 0
 
     def _default_action(self, batch_size: torch.Size, options: dict) -> TensorSpec:
@@ -376,11 +391,16 @@ class ContinuousActionVecMockEnv(_MockEnv):
         while hit.ndim > len(tensordict.batch_size):
             hit = hit.any(-1)
         hit = hit.unsqueeze(-1)
+        if self.adapt_dtype:
+            reward_spec = self.reward_spec
+            reward = hit.to(reward_spec.dtype).expand(reward_spec.shape)
+        else:
+            reward = hit.to(torch.get_default_dtype())
         return TensorDict(
             {
                 self.out_key: self._obs_out(obs),
                 self._out_key: self._obs_out(obs),
-                "reward": hit.to(torch.get_default_dtype()),
+                "reward": reward,
                 "done": hit,
                 "terminated": hit.clone(),
             },
