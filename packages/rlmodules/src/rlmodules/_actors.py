@@ -3,13 +3,20 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
-from tensordict.nn import TensorDictModule, TensorDictSequential
+from tensordict.nn import (
+    CompositeDistribution,
+    TensorDictModule,
+    TensorDictModuleBase,
+    TensorDictSequential,
+)
 from tensordict.utils import NestedKey
 from torch import nn
 
 from rlspecs import Composite, TensorSpec
 
+from ._probabilistic import SafeProbabilisticModule, SafeProbabilisticTensorDictSequential
 from ._safe import SafeModule
 
 _STATE_VALUE_CRITIC = (
@@ -20,6 +27,15 @@ _STATE_VALUE_CRITIC = (
 _NO_VALUE_OPERATOR = (
     "ActorCriticOperator values (state, action) pairs, so it has no state-value operator; "
     "call get_critic_operator() instead."
+)
+_NOT_A_TD_MODULE = (
+    "ProbabilisticActor needs `module` to be a tensordict module writing the distribution "
+    "parameters {in_keys}, got {type}; wrap the network, e.g. "
+    "TensorDictModule(net, in_keys=['observation'], out_keys={in_keys})."
+)
+_NO_DISTRIBUTION_MAP = (
+    "'distribution_map' must be provided within distribution_kwargs whenever the "
+    "distribution is of type CompositeDistribution."
 )
 
 
@@ -60,6 +76,95 @@ class Actor(SafeModule):
             out_keys=out_keys,
             spec=spec,
             safe=safe,
+        )
+
+
+class ProbabilisticActor(SafeProbabilisticTensorDictSequential):
+    """A stochastic policy: a module computing distribution parameters, then a sample.
+
+    ``module`` writes the parameters (``in_keys``, e.g. ``"loc"`` and ``"scale"``); a
+    ``SafeProbabilisticModule`` then builds the distribution and writes the action
+    (``out_keys``, ``["action"]`` by default): a random sample, or its mode / mean /
+    deterministic value, as ``set_exploration_type`` says (``default_interaction_type``,
+    ``MODE`` by default, when no type is set).
+
+    Args:
+        module: a tensordict module writing the distribution parameters.
+        in_keys: the parameter keys read by the distribution (or a dict
+            ``{distribution kwarg: tensordict key}``).
+        out_keys: keys the sample is written to (``["action"]``; the distribution map's
+            keys for a ``CompositeDistribution``).
+
+    Keyword Args:
+        spec: the action spec (a leaf is stored under the single out_key).
+        **kwargs: ``SafeProbabilisticModule``'s arguments: ``safe``,
+            ``distribution_class``, ``distribution_kwargs``, ``return_log_prob``,
+            ``default_interaction_type``, ``log_prob_key``, ...
+
+    Raises:
+        TypeError: when ``module`` is not a tensordict module.
+
+    Examples:
+        >>> import torch
+        >>> from tensordict import TensorDict
+        >>> from tensordict.nn import TensorDictModule
+        >>> from rlmodules import (
+        ...     ExplorationType, NormalParamExtractor, ProbabilisticActor, TanhNormal,
+        ...     set_exploration_type,
+        ... )
+        >>> from rlspecs import Bounded
+        >>> net = torch.nn.Sequential(torch.nn.Linear(4, 8), NormalParamExtractor())
+        >>> actor = ProbabilisticActor(
+        ...     TensorDictModule(net, in_keys=["observation"], out_keys=["loc", "scale"]),
+        ...     in_keys=["loc", "scale"],
+        ...     spec=Bounded(-2.0, 2.0, shape=(4,)),
+        ...     distribution_class=TanhNormal,
+        ...     distribution_kwargs={"low": -2.0, "high": 2.0},
+        ...     return_log_prob=True,
+        ... )
+        >>> td = TensorDict(observation=torch.randn(3, 4), batch_size=[3])
+        >>> with set_exploration_type(ExplorationType.RANDOM):
+        ...     td = actor(td)
+        >>> sorted(td.keys())
+        ['action', 'loc', 'observation', 'sample_log_prob', 'scale']
+        >>> td["action"].shape, td["sample_log_prob"].shape
+        (torch.Size([3, 4]), torch.Size([3]))
+    """
+
+    def __init__(
+        self,
+        module: TensorDictModuleBase,
+        in_keys: NestedKey | Sequence[NestedKey] | dict[str, NestedKey],
+        out_keys: Sequence[NestedKey] | None = None,
+        *,
+        spec: TensorSpec | None = None,
+        **kwargs: Any,
+    ) -> None:
+        if not isinstance(module, TensorDictModuleBase):
+            raise TypeError(
+                _NOT_A_TD_MODULE.format(
+                    in_keys=list(in_keys.values()) if isinstance(in_keys, dict) else in_keys,
+                    type=type(module).__name__,
+                )
+            )
+        if out_keys is None:
+            if kwargs.get("distribution_class") is CompositeDistribution:
+                dist_kwargs = kwargs.get("distribution_kwargs") or {}
+                if "distribution_map" not in dist_kwargs:
+                    raise KeyError(_NO_DISTRIBUTION_MAP)
+                name_map = dist_kwargs.get("name_map")
+                out_keys = list(
+                    name_map.values() if name_map else dist_kwargs["distribution_map"].keys()
+                )
+            else:
+                out_keys = ["action"]
+        elif isinstance(out_keys, (str, tuple)):
+            out_keys = [out_keys]
+        if len(out_keys) == 1 and spec is not None and not isinstance(spec, Composite):
+            spec = Composite({out_keys[0]: spec})
+        super().__init__(
+            module,
+            SafeProbabilisticModule(in_keys=in_keys, out_keys=out_keys, spec=spec, **kwargs),
         )
 
 

@@ -55,7 +55,91 @@ def _project_outputs(module: SafeModule, args: Any, tensordict_out: Any) -> None
             tensordict_out.set(key, spec.project(value))
 
 
-class SafeModule(TensorDictModule):
+class _OutputSpecMixin:
+    """The output spec of a tensordict module, and its projection when ``safe``.
+
+    Shared by ``SafeModule`` and ``SafeProbabilisticModule``: the host class sets its keys,
+    then calls ``_init_output_spec``. ``_spec_keys`` lists the outputs a spec may describe.
+    """
+
+    _spec: Composite
+    _projected: list[tuple[NestedKey, TensorSpec]]
+    safe: bool
+
+    @property
+    def _spec_keys(self) -> list[NestedKey]:
+        return list(self.out_keys)  # type: ignore[attr-defined]
+
+    def _init_output_spec(self, spec: TensorSpec | None, safe: bool) -> None:
+        self._set_spec(spec)
+        self.safe = safe
+        if safe:
+            if not self._projected:
+                raise RuntimeError(_SAFE_WITHOUT_SPEC)
+            self.register_forward_hook(_project_outputs)  # type: ignore[attr-defined]
+
+    def _as_composite(self, spec: TensorSpec | None) -> Composite:
+        if spec is None:
+            return Composite()
+        if not isinstance(spec, TensorSpec):
+            raise TypeError(_SPEC_TYPE.format(type=type(spec).__name__))
+        keys = self._spec_keys
+        if not isinstance(spec, Composite):
+            if len(keys) != 1:
+                raise RuntimeError(_LEAF_SPEC_MANY_KEYS.format(out_keys=keys))
+            return Composite({keys[0]: spec.clone()})
+        spec = spec.clone()
+        allowed = {unravel_key(key) for key in keys}
+        for key in spec.keys(include_nested=True, leaves_only=True):
+            if unravel_key(key) not in allowed:
+                raise RuntimeError(_SPEC_KEY_NOT_OUT.format(key=key, out_keys=keys))
+        return spec
+
+    @property
+    def spec(self) -> Composite:
+        """The spec of the outputs, as a Composite keyed by out_keys."""
+        return self._spec
+
+    @spec.setter
+    def spec(self, spec: TensorSpec | None) -> None:
+        self._set_spec(spec)
+
+    def _set_spec(self, spec: TensorSpec | None) -> None:
+        self._spec = self._as_composite(spec)
+        # (key, leaf) pairs looked up once here, not at every safe call
+        self._projected = [
+            (key, leaf)
+            for key, leaf in self._spec.items(include_nested=True, leaves_only=True)
+            if leaf is not None
+        ]
+
+    def random(self, tensordict: TensorDictBase) -> TensorDictBase:
+        """Writes a random sample of each output spec in ``tensordict``."""
+        return tensordict.update(self._spec.rand(tensordict.batch_size))
+
+    def random_sample(self, tensordict: TensorDictBase) -> TensorDictBase:
+        """Same as ``random`` (torchrl's other name for it)."""
+        return self.random(tensordict)
+
+    def to(self, *args: Any, **kwargs: Any) -> Any:
+        """Moves parameters, buffers and the spec (when a device is given)."""
+        device = parse_to_device(*args, **kwargs)
+        if device is not None:
+            self._set_spec(self._spec.to(device))
+        return super().to(*args, **kwargs)  # type: ignore[misc]
+
+    def cpu(self) -> Any:
+        """Moves parameters, buffers and the spec to the CPU."""
+        return self.to("cpu")
+
+    def cuda(self, device: int | torch.device | None = None) -> Any:
+        """Moves parameters, buffers and the spec to a CUDA device."""
+        if isinstance(device, int):
+            device = torch.device("cuda", device)
+        return self.to(device if device is not None else "cuda")
+
+
+class SafeModule(_OutputSpecMixin, TensorDictModule):
     """A ``tensordict.nn.TensorDictModule`` with an output spec, projected into when ``safe``.
 
     Args:
@@ -94,44 +178,7 @@ class SafeModule(TensorDictModule):
         inplace: bool = True,
     ) -> None:
         super().__init__(module, in_keys=in_keys, out_keys=out_keys, inplace=inplace)
-        self._set_spec(spec)
-        self.safe = safe
-        if safe:
-            if not self._projected:
-                raise RuntimeError(_SAFE_WITHOUT_SPEC)
-            self.register_forward_hook(_project_outputs)
-
-    def _as_composite(self, spec: TensorSpec | None) -> Composite:
-        if spec is None:
-            return Composite()
-        if not isinstance(spec, TensorSpec):
-            raise TypeError(_SPEC_TYPE.format(type=type(spec).__name__))
-        if not isinstance(spec, Composite):
-            if len(self.out_keys) != 1:
-                raise RuntimeError(_LEAF_SPEC_MANY_KEYS.format(out_keys=self.out_keys))
-            return Composite({self.out_keys[0]: spec.clone()})
-        spec = spec.clone()
-        out_keys = {unravel_key(key) for key in self.out_keys}
-        for key in spec.keys(include_nested=True, leaves_only=True):
-            if unravel_key(key) not in out_keys:
-                raise RuntimeError(_SPEC_KEY_NOT_OUT.format(key=key, out_keys=self.out_keys))
-        return spec
-
-    @property
-    def spec(self) -> Composite:
-        """The spec of the outputs, as a Composite keyed by out_keys."""
-        return self._spec
-
-    @spec.setter
-    def spec(self, spec: TensorSpec | None) -> None:
-        self._set_spec(spec)
-
-    def _set_spec(self, spec: TensorSpec | None) -> None:
-        self._spec = self._as_composite(spec)
-        # (key, leaf) pairs looked up once here, not at every safe call
-        self._projected = [
-            (key, self._spec[key]) for key in self._spec.keys(include_nested=True, leaves_only=True)
-        ]
+        self._init_output_spec(spec, safe)
 
     def forward(self, *args: Any, **kwargs: Any) -> Any:
         """Runs the module, turning a missing in_key into a KeyError that names it."""
@@ -176,24 +223,3 @@ class SafeModule(TensorDictModule):
             if key != "_":
                 tensordict.set(key, value)
         return tensordict
-
-    def random(self, tensordict: TensorDictBase) -> TensorDictBase:
-        """Writes a random sample of each output spec in ``tensordict``."""
-        return tensordict.update(self._spec.rand(tensordict.batch_size))
-
-    def to(self, *args: Any, **kwargs: Any) -> SafeModule:
-        """Moves parameters, buffers and the spec (when a device is given)."""
-        device = parse_to_device(*args, **kwargs)
-        if device is not None:
-            self._set_spec(self._spec.to(device))
-        return super().to(*args, **kwargs)
-
-    def cpu(self) -> SafeModule:
-        """Moves parameters, buffers and the spec to the CPU."""
-        return self.to("cpu")
-
-    def cuda(self, device: int | torch.device | None = None) -> SafeModule:
-        """Moves parameters, buffers and the spec to a CUDA device."""
-        if isinstance(device, int):
-            device = torch.device("cuda", device)
-        return self.to(device if device is not None else "cuda")
