@@ -17,9 +17,9 @@ from tensordict.nn import TensorDictModuleBase
 from torch import nn
 
 from rlcollectors import MultiSyncDataCollector, SyncDataCollector
-from rlcore import WorkerDiedError, WorkerTimeoutError
 from rlmocks import ContinuousActionVecMockEnv, CountingEnv
 from rlmodules import Actor
+from rlworkers import WorkerDiedError, WorkerTimeoutError
 
 TRAJ_IDS = ("collector", "traj_ids")
 pytestmark = pytest.mark.filterwarnings("error")
@@ -192,13 +192,11 @@ def test_worker_that_dies_is_named_in_the_error(method):
 
 @pytest.mark.parametrize("method", ["fork", "spawn"])
 def test_worker_that_hangs_past_the_timeout_is_named_and_stopped(method, shut_down_later):
+    # only the collect is timed at 1 s: start-up has its own start_timeout (spawn imports torch)
     collector = MultiSyncDataCollector(
-        [HangingEnv], frames_per_batch=4, timeout=120.0, mp_start_method=method
+        [HangingEnv], frames_per_batch=4, timeout=1.0, mp_start_method=method
     )
     shut_down_later(collector)
-    # only the collect is timed at 1 s: a start-up can take longer (spawn imports torch, and
-    # even a forked worker can on a loaded machine), and would fail "during start"
-    collector.timeout = collector._pool.timeout = 1.0
     procs = list(collector._pool.procs)
     with pytest.raises(
         WorkerTimeoutError,

@@ -19,9 +19,9 @@ from tensordict.nn import TensorDictModuleBase
 from torch import nn
 
 from rlcollectors import MultiSyncDataCollector, SyncDataCollector
-from rlcore.transforms import RewardScaling, TransformedEnv
 from rlmocks import CountingEnv, NestedCountingEnv
 from rlmodules import ExplorationType, exploration_type
+from rltransforms import RewardScaling, TransformedEnv
 
 TRAJ_IDS = ("collector", "traj_ids")
 pytestmark = pytest.mark.filterwarnings("error")

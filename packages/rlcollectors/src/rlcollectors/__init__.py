@@ -5,6 +5,7 @@ from ._ray import RayCollector
 from ._split import split_trajectories
 from ._sync import SyncDataCollector
 from ._version import __version__
+from .errors import ActorRestartedError, CollectorError
 
 __all__ = [
     # collectors
@@ -13,5 +14,8 @@ __all__ = [
     "RayCollector",
     # utilities
     "split_trajectories",
+    # errors (rlcollectors.errors)
+    "CollectorError",
+    "ActorRestartedError",
     "__version__",
 ]

@@ -13,7 +13,8 @@ from tensordict import TensorDict, TensorDictBase
 from tensordict.nn import InteractionType
 from torch import nn
 
-from rlcore import CloudpickleBox, EnvBase, WorkerPool, serve
+from rlcore import EnvBase
+from rlworkers import CloudpickleBox, WorkerPool, serve
 
 from ._base import CollectorBase
 from ._options import (
@@ -48,6 +49,7 @@ _MISSING_WORKER_STATE = (
     "from a collector with {n} workers."
 )
 LABEL = "MultiSyncDataCollector worker"
+DEFAULT_START_TIMEOUT_S = 300.0
 AFTER_LOSS = "; the collector was shut down."
 
 
@@ -115,11 +117,13 @@ class MultiSyncDataCollector(CollectorBase):
     ``torch.cat`` of single collectors' batches. Trajectory ids are per worker
     (offset to be unique only when ``split_trajs``).
 
-    A worker that raises makes the main process raise its exception (same type when it can
-    be rebuilt, else ``rlcore.WorkerRaisedError``), one that dies ``rlcore.WorkerDiedError``
-    and one silent for ``timeout`` seconds ``rlcore.WorkerTimeoutError``, each naming the
-    worker; the collector is then shut down. ``shutdown`` stops and joins every worker; a
-    collector dropped without it is shut down when garbage-collected.
+    The main process runs none of the envs' code: each worker builds its env and its
+    ``SyncDataCollector``. A worker that raises makes the main process raise its exception
+    (same type when it can be rebuilt, else ``rlworkers.WorkerRaisedError``), one that dies
+    ``rlworkers.WorkerDiedError`` (with its signal, for a native crash) and one silent for
+    ``timeout`` seconds (``start_timeout`` while starting) ``rlworkers.WorkerTimeoutError``,
+    each naming the worker and the phase; the collector is then shut down. ``shutdown`` stops
+    and joins every worker; a collector dropped without it is shut down when garbage-collected.
 
     Args:
         create_env_fn: one env factory per worker (lambdas are fine: they are
@@ -149,7 +153,11 @@ class MultiSyncDataCollector(CollectorBase):
         cat_results: the dim to concatenate the workers' batches along, or
             ``"stack"`` for a new leading worker dim.
         mp_start_method: ``"spawn"`` (default), ``"fork"`` or ``"forkserver"``.
-        timeout: seconds to wait for a worker's answer (start-up included) before raising.
+        timeout: seconds to wait for a worker's batch or answer before raising (default
+            300 s); start-up never counts against it.
+        start_timeout: seconds the workers have to start (import, build their env, policy and
+            collector) before ``WorkerTimeoutError`` names the one still silent, phase
+            ``"start"`` (default 300 s: a spawned worker imports torch).
 
     Examples:
         >>> from rlcollectors import MultiSyncDataCollector
@@ -186,6 +194,7 @@ class MultiSyncDataCollector(CollectorBase):
         set_truncated: bool = False,
         mp_start_method: str = "spawn",
         timeout: float = 300.0,
+        start_timeout: float = DEFAULT_START_TIMEOUT_S,
     ) -> None:
         self._closed = True  # until workers exist, so shutdown() from a failed init is a no-op
         self._pool: WorkerPool | None = None
@@ -215,6 +224,7 @@ class MultiSyncDataCollector(CollectorBase):
         self.split_trajs = split_trajs
         self.cat_results = cat_results
         self.timeout = timeout
+        self.start_timeout = start_timeout
         self.init_random_frames = init_random_frames
         self.postproc = postproc
         self.exploration_type = exploration_type
@@ -258,7 +268,10 @@ class MultiSyncDataCollector(CollectorBase):
             label=LABEL,
             timeout=timeout,
             timeout_arg="timeout",
+            start_timeout=start_timeout,
+            start_timeout_arg="start_timeout",
             after_loss=AFTER_LOSS,
+            preload=("rlcollectors",),  # a fork server's workers start with torch imported
         )
         self._closed = False
         try:

@@ -16,9 +16,10 @@ from rlcore import EnvBase
 from . import _ray_args as args
 from ._base import CollectorBase
 from ._multi_sync import MultiSyncDataCollector
-from ._ray_actor import ActorRestartedError, CollectorActor
+from ._ray_actor import CollectorActor
 from ._split import TRAJ_IDS, split_trajectories
 from ._sync import Policy, SyncDataCollector
+from .errors import ActorRestartedError
 
 MISSING_RAY = rlcore.missing_extra_message("RayCollector", "ray", "rlcollectors", "ray")
 ACTOR_RAISED = (

@@ -14,6 +14,8 @@ from typing import Any
 import torch
 from tensordict import TensorDictBase
 
+from .errors import ActorRestartedError
+
 # Where each chunk says who produced it: one int64 per frame, so the entries survive
 # stacking, concatenation, split_trajectories and replay buffers.
 ACTOR = ("collector", "actor")
@@ -24,10 +26,6 @@ _NOT_RESTORED = (
     "RayCollector actor {idx} was restarted by Ray and has not received the current policy "
     "weights yet; RayCollector restores it before asking for data."
 )
-
-
-class ActorRestartedError(RuntimeError):
-    """Raised by an actor that Ray restarted, until ``RayCollector`` restores it."""
 
 
 class CollectorActor:

@@ -14,8 +14,8 @@ from tensordict.utils import NestedKey
 from torch import nn
 
 from rlcore import EnvBase, import_optional
-from rlcore.transforms import StepCounter, TransformedEnv
 from rlspecs import parse_device
+from rltransforms import StepCounter, TransformedEnv
 
 from ._base import CollectorBase
 from ._options import (
