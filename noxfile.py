@@ -43,7 +43,11 @@ import sys
 import tempfile
 
 import nox
-import tomllib
+
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10: nox's own dependency
+    import tomli as tomllib
 from packaging.requirements import Requirement
 
 ROOT = pathlib.Path(__file__).parent
@@ -61,8 +65,11 @@ TIMEOUT = "300"  # seconds per test, unless a test says otherwise (@pytest.mark.
 # Extras a package's own tests need, and our packages its tests use without depending on them.
 TEST_EXTRAS = {"rllibs": "[all]", "rlcollectors": "[progress]"}
 TEST_LOCAL_DEPS = {
-    "rlbatched": ["rlmocks"],
-    "rllibs": ["rlbatched", "rlmocks"],
+    "rlcore": ["rlmocks"],
+    "rltransforms": ["rlmocks", "rlbatched", "rllibs"],  # transforms in batched envs and on GymEnv
+    "rlbatched": ["rlmocks", "rltransforms"],
+    "rllibs": ["rlbatched", "rlmocks", "rltransforms"],
+    "rlmodules": ["rltransforms"],  # LSTMModule's primers
     "rlcollectors": ["rlbatched", "rlmocks", "rlmodules"],
 }
 TEST_TOOLS = ["pytest>=8", "hypothesis>=6", "pytest-timeout>=2.3"]
@@ -111,6 +118,7 @@ nox.options.sessions = [
     "integration_fork",
     "rlbatched",
     "rlcore",
+    "rltransforms",
     "docs",
     "rlcollectors_ray",
     "bench_smoke",
@@ -118,6 +126,7 @@ nox.options.sessions = [
     "rlcollectors",
     "rlmocks",
     "rlspecs",
+    "rlworkers",
     "rlmodules",
     "build",
     "wheelhouse",
@@ -257,8 +266,9 @@ def _pytest(session: nox.Session, *args: str, full: bool = False, **kwargs) -> N
     session's venv, or in the full venv (``full=True``)."""
     env = {**(_full_venv_env() if full else {}), **kwargs.pop("env", {})}
     env["PYTHONPATH"] = str(TOOLS)
+    python = str(FULL_VENV / "bin" / "python") if full else "python"
     args = (*PYTEST, "-p", "no:cacheprovider", *args, *session.posargs)
-    session.run("python", *args, env=env, external=full, **kwargs)
+    session.run(python, *args, env=env, external=full, **kwargs)
 
 
 def _pytest_full(session: nox.Session, *args: str, **kwargs) -> None:
@@ -303,9 +313,10 @@ def _full_venv_env() -> dict[str, str]:
     return {"VIRTUAL_ENV": str(FULL_VENV), "PATH": path}
 
 
-def _in_full_venv(session: nox.Session, *args: str, **kwargs) -> None:
+def _in_full_venv(session: nox.Session, program: str, *args: str, **kwargs) -> None:
+    """``program`` (a script of the full venv: python, mkdocs, ...) run in the full venv."""
     env = {**_full_venv_env(), **kwargs.pop("env", {})}
-    session.run(*args, env=env, external=True, **kwargs)
+    session.run(str(FULL_VENV / "bin" / program), *args, env=env, external=True, **kwargs)
 
 
 # ----------------------------------------------------------------------------- package sessions
@@ -494,17 +505,26 @@ def _lint_checks(session: nox.Session) -> None:
     session.run("ruff", "check", ".")
     session.run("ruff", "format", "--check", ".")
     session.run("python", str(TOOLS / "check_private_apis.py"), str(ROOT))
-    checker = ROOT.parent / "shared" / "tools" / "check_edges.py"
-    if checker.exists():
-        session.run("python", str(checker), str(ROOT))
-    else:
-        session.warn(f"{checker} not found: dependency-edge check skipped")
+    # layers: declared package edges, rlcore importing no transform or wrapper, no module
+    # importing upward or in a circle
+    session.run("python", str(TOOLS / "check_layers.py"), str(ROOT))
+    shared = ROOT.parent / "shared" / "tools"
+    for checker, args in (("check_edges.py", [str(ROOT)]), ("check_done_rule.py", _srcs())):
+        if (shared / checker).exists():
+            session.run("python", str(shared / checker), *args)
+        else:
+            session.warn(f"{shared / checker} not found: that check is skipped")
     _pytest(session, str(TOOLS / "tests"))
+
+
+def _srcs() -> list[str]:
+    return [str(path) for path in sorted(PACKAGES_DIR.glob("*/src"))]
 
 
 @nox.session(python=PYTHON, allow_parallel=True)
 def lint(session: nox.Session) -> None:
-    """ruff, the private-API boundary, dependency edges and layers, and the suite's own checks."""
+    """ruff, the private-API boundary, dependency edges and layers, the done rule stated once,
+    and the suite's own checks."""
     _install(session, *LINT_TOOLS, with_torch=False)
     _lint_checks(session)
 

@@ -24,7 +24,9 @@ from torch_source import torch_source
 
 OURS = {
     "rlspecs",
+    "rlworkers",
     "rlcore",
+    "rltransforms",
     "rlmocks",
     "rlbatched",
     "rllibs",
@@ -55,7 +57,7 @@ print("rollout", tuple(td.batch_size), "keys", sorted(td.keys()))
 SCENARIOS = [
     (
         "rlstack[gym]",
-        {"rlstack", "rlspecs", "rlcore", "rlbatched", "rllibs"},
+        {"rlstack", "rlspecs", "rlworkers", "rlcore", "rltransforms", "rlbatched", "rllibs"},
         {"gymnasium"},
         ROLLOUT_GYM,
     ),
