@@ -34,14 +34,14 @@ from tqdm import tqdm  # noqa: E402
 
 from rlbatched import ParallelEnv  # noqa: E402
 from rlcore import EnvCreator  # noqa: E402
-from rlcore.transforms import (  # noqa: E402
+from rllibs import DMControlEnv, GymEnv  # noqa: E402
+from rltransforms import (  # noqa: E402
     CatTensors,
     Compose,
     DoubleToFloat,
     RewardSum,
     TransformedEnv,
 )
-from rllibs import DMControlEnv, GymEnv  # noqa: E402
 
 ENVS = {"pendulum": "Pendulum-v1", "halfcheetah": "HalfCheetah-v5", "humanoid": "humanoid/walk"}
 

@@ -12,18 +12,18 @@ import importlib.util
 import torch
 
 from rlbatched import ParallelEnv, SerialEnv
-from rlcore.transforms import (
-    Compose,
-    ObservationNorm,
-    RewardClipping,
-    ToTensorImage,
-    TransformedEnv,
-)
 from rlmocks.testing import (  # noqa: F401  (re-exported for the seed)
     check_rollout_consistency_multikey_env,
     decorate_thread_sub_func,
     get_default_devices,
     rand_reset,
+)
+from rltransforms import (
+    Compose,
+    ObservationNorm,
+    RewardClipping,
+    ToTensorImage,
+    TransformedEnv,
 )
 
 _HAS_GYMNASIUM = importlib.util.find_spec("gymnasium") is not None

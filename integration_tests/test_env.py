@@ -73,7 +73,7 @@ from rlcore import (
     StepMDP as _StepMDP,
     terminated_or_truncated as _terminated_or_truncated,
 )
-from rlcore.transforms import (
+from rltransforms import (
     CatTensors,
     Compose,
     DoubleToFloat,

@@ -87,32 +87,32 @@ def test_pendulum_async_steps_match_serial_steps(method):
 
 
 def test_forkserver_preloads_torch_and_our_packages():
-    """Workers fork from a server that imported torch and our packages once (fast start-up)."""
+    """Workers fork from a server that imported our packages (and so torch) once."""
     import multiprocessing.forkserver
 
     env = ParallelEnv(2, make_pendulum, mp_start_method="forkserver")
     env.reset()
     env.close()
     preload = multiprocessing.forkserver._forkserver._preload_modules
-    assert {"torch", "tensordict", "rlcore", "rlbatched"} <= set(preload)
+    assert {"rlworkers", "rlbatched"} <= set(preload)  # rlbatched imports torch, tensordict, rlcore
 
 
 class GeneralPendulum(GymEnv):
-    """Pendulum without a dense stepper: workers step it through its tensordicts."""
+    """Pendulum without a stepper: workers step it through its tensordicts."""
 
-    def _dense_stepper(self):
+    def _stepper(self):
         return None
 
 
 def test_workers_step_gym_envs_densely_with_the_general_path_s_results():
     from rlbatched._parallel import _zero_td
-    from rlbatched._worker_env import DenseRow
+    from rlbatched._worker_env import StepperRow
 
     env = make_pendulum()
     shared = _zero_td(SerialEnv(1, make_pendulum)._metas[0], (1,))[0]
-    assert DenseRow.build(env, shared.exclude("next"), shared.get("next")) is not None
+    assert StepperRow.build(env, shared.exclude("next"), shared.get("next")) is not None
     general = GeneralPendulum("Pendulum-v1", max_episode_steps=5)
-    assert DenseRow.build(general, shared.exclude("next"), shared.get("next")) is None
+    assert StepperRow.build(general, shared.exclude("next"), shared.get("next")) is None
     factories = [
         lambda i=i: GeneralPendulum("Pendulum-v1", max_episode_steps=4 + i) for i in range(4)
     ]

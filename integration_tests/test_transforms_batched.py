@@ -1,4 +1,4 @@
-"""rlcore transforms with batched envs: each transform inside the workers of a SerialEnv and a
+"""rltransforms transforms with batched envs: each transform inside the workers of a SerialEnv and a
 ParallelEnv, and around them, under `check_env_specs` (the torchrl 0.4-era layouts).
 
 The ParallelEnv cases use the `maybe_fork_ParallelEnv` fixture: spawn by default, fork with
@@ -13,7 +13,18 @@ from tensordict import TensorDict
 
 from rlbatched import SerialEnv
 from rlcore import EnvBase, check_env_specs
-from rlcore.transforms import (
+from rlmocks import (
+    ContinuousActionVecMockEnv,
+    CountingBatchedEnv,
+    DiscreteActionConvMockEnv,
+    DiscreteActionConvMockEnvNumpy,
+    DiscreteActionVecMockEnv,
+    MultiKeyCountingEnv,
+    MultiKeyCountingEnvPolicy,
+    NestedCountingEnv,
+)
+from rlspecs import Binary, Categorical, Composite, Unbounded
+from rltransforms import (
     ActionMask,
     BinarizeReward,
     CatTensors,
@@ -40,17 +51,6 @@ from rlcore.transforms import (
     TransformedEnv,
     UnsqueezeTransform,
 )
-from rlmocks import (
-    ContinuousActionVecMockEnv,
-    CountingBatchedEnv,
-    DiscreteActionConvMockEnv,
-    DiscreteActionConvMockEnvNumpy,
-    DiscreteActionVecMockEnv,
-    MultiKeyCountingEnv,
-    MultiKeyCountingEnvPolicy,
-    NestedCountingEnv,
-)
-from rlspecs import Binary, Categorical, Composite, Unbounded
 
 
 class MaskedEnv(EnvBase):
