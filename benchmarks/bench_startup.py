@@ -1,126 +1,172 @@
-"""Start-up of a 4-worker parallel Pendulum: construction + first reset, three stacks.
+"""Time to the first step of a 4-sub-env Pendulum batch, three stacks, each start method.
 
-Two rows: every stack with ``spawn`` workers (rlbatched ``ParallelEnv`` vs torchrl
-``ParallelEnv`` vs gymnasium ``AsyncVectorEnv``), and our ``ParallelEnv`` with ``forkserver``
-workers (its fork server has torch and our packages preloaded) against the same spawn
-``AsyncVectorEnv`` times (issue 17: ≤ ⅓). The forkserver times are those after the first: the
-first start of a process also boots the fork server, and is measured on its own in a fresh
-interpreter (shown in the ours cell). Closing is not timed.
+Each measurement runs in a fresh interpreter: this file started as a minimal script (``--probe
+STACK METHOD``) that imports only what that stack needs, and times, from its first line,
 
-    python benchmarks/bench_startup.py [--quick]
+- *cold*: importing the stack, building the batched env (rlbatched ``ParallelEnv``, torchrl
+  ``ParallelEnv``, gymnasium ``AsyncVectorEnv``), its first reset and its first step (random
+  actions), then closing it (not timed);
+- *warm*: the same start (construction, reset, step) again in the same process, modules already
+  imported (and, under forkserver, the fork server already running).
+
+Like is compared with like: every stack under the same start method (fork, forkserver, spawn),
+cold with cold, warm with warm; each stack keeps its defaults otherwise (torchrl builds an env in
+its main process to read the specs, ours gets them from its workers; our fork server preloads
+torch and our packages). The env factories live here, at the top level of a module that imports
+nothing but the standard library, so a worker that imports the main module again (spawn,
+forkserver) pays only for what its stack needs.
+
+    python benchmarks/bench_startup.py [--quick]              # every row
+    python benchmarks/bench_startup.py --probe ours spawn     # one fresh-interpreter measurement
 """
 
 from __future__ import annotations
 
-import argparse
-import functools
-import importlib.util
-import multiprocessing
-import pathlib
-import statistics
-import subprocess
-import sys
 import time
-from collections.abc import Callable
 
-import bench_batched
-from _harness import Row, Target
+T0 = time.perf_counter()  # the probe's clock starts before any import of a stack
 
-CASE = "6. spawn start-up, ParallelEnv(4, Pendulum)"
-FORKSERVER_CASE = "6. forkserver start-up (after the first), ParallelEnv(4, Pendulum)"
+import argparse  # noqa: E402 - after T0 on purpose
+import importlib.util  # noqa: E402
+import json  # noqa: E402
+import multiprocessing  # noqa: E402
+import pathlib  # noqa: E402
+import statistics  # noqa: E402
+import subprocess  # noqa: E402
+import sys  # noqa: E402
+
 WORKERS = 4
+PENDULUM = "Pendulum-v1"
+STACKS = ("ours", "torchrl", "gymnasium")
+METHODS = ("fork", "forkserver", "spawn")
+CASE = "6. first step of ParallelEnv(4, Pendulum), {kind}, {method}"
+KINDS = {
+    "cold": "cold (fresh interpreter, imports included)",
+    "warm": "warm (second start in the process)",
+}
+NOTES = {"gymnasium": "AsyncVectorEnv"}
 
 
-def _ours(method: str = "spawn"):
-    from rlbatched import ParallelEnv
+# ---------------------------------------------------------------------- env factories
+def ours_pendulum():
+    from rllibs import GymEnv
 
-    env = ParallelEnv(WORKERS, bench_batched.ours_pendulum, mp_start_method=method)
-    env.reset()
-    return env
-
-
-_ours_forkserver = functools.partial(_ours, "forkserver")
+    return GymEnv(PENDULUM)
 
 
-def _torchrl():
-    from torchrl.envs import ParallelEnv
+def torchrl_pendulum():
+    from torchrl.envs import GymEnv
 
-    env = ParallelEnv(WORKERS, bench_batched.torchrl_pendulum, mp_start_method="spawn")
-    env.reset()
-    return env
+    return GymEnv(PENDULUM)
 
 
-def _gymnasium():
+def gym_pendulum():
     import gymnasium as gym
 
-    envs = gym.vector.AsyncVectorEnv([bench_batched.gym_pendulum] * WORKERS, context="spawn")
+    return gym.make(PENDULUM)
+
+
+# ---------------------------------------------------------------------- one start, per stack
+# Each imports what a script using that stack imports: its batched env and its env wrapper.
+def _start_ours(method: str):
+    from rlbatched import ParallelEnv
+    from rllibs import GymEnv  # noqa: F401 - a script building GymEnvs imports it
+
+    env = ParallelEnv(WORKERS, ours_pendulum, mp_start_method=method)
+    env.step(env.rand_action(env.reset()))
+    return env.close
+
+
+def _start_torchrl(method: str):
+    from torchrl.envs import GymEnv, ParallelEnv  # noqa: F401
+
+    env = ParallelEnv(WORKERS, torchrl_pendulum, mp_start_method=method)
+    env.step(env.rand_action(env.reset()))
+    return env.close
+
+
+def _start_gymnasium(method: str):
+    import gymnasium as gym
+
+    envs = gym.vector.AsyncVectorEnv([gym_pendulum] * WORKERS, context=method)
     envs.reset(seed=0)
-    return envs
+    envs.step(envs.action_space.sample())
+    return envs.close
 
 
-def _time_start(start: Callable[[], object]) -> float:
+STARTS = {"ours": _start_ours, "torchrl": _start_torchrl, "gymnasium": _start_gymnasium}
+
+
+def probe(stack: str, method: str) -> dict[str, float]:
+    """Seconds of the cold start (from this interpreter's first line) and of a warm one."""
+    close = STARTS[stack](method)
+    cold = time.perf_counter() - T0
+    close()
     t0 = time.perf_counter()
-    env = start()
-    elapsed = time.perf_counter() - t0
-    env.close()
-    return elapsed
+    close = STARTS[stack](method)
+    warm = time.perf_counter() - t0
+    close()
+    return {"cold": cold, "warm": warm}
 
 
-def _first_forkserver_start() -> float:
-    """Seconds of the first forkserver start of a fresh interpreter (fork server boot included)."""
-    here = pathlib.Path(__file__).parent
+def run_probe(stack: str, method: str) -> dict[str, float]:
+    """``probe`` in a fresh interpreter started from this file."""
+    here = pathlib.Path(__file__).resolve()
     out = subprocess.run(
-        [sys.executable, str(here / "bench_startup.py"), "--first-forkserver"],
+        [sys.executable, str(here), "--probe", stack, method],
         capture_output=True,
         text=True,
         check=True,
-        cwd=here,
+        cwd=here.parent,
+        timeout=900,
     )
-    return float(out.stdout.split()[-1])
+    return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def rows(quick: bool) -> list[Row]:
-    """The start-up rows: median seconds over interleaved repetitions (1 in quick mode)."""
-    starts = {"ours": _ours}
-    if importlib.util.find_spec("torchrl") is not None:
-        starts["torchrl"] = _torchrl
-    starts["gymnasium"] = _gymnasium
-    forkserver = "forkserver" in multiprocessing.get_all_start_methods()
-    if forkserver:
-        first = _first_forkserver_start()
-        _time_start(_ours_forkserver)  # this process' first: boots its fork server
-        starts["ours forkserver"] = _ours_forkserver
-    samples: dict[str, list[float]] = {name: [] for name in starts}
+def _available() -> tuple[list[str], list[str]]:
+    stacks = [s for s in STACKS if s != "torchrl" or importlib.util.find_spec("torchrl")]
+    methods = [m for m in METHODS if m in multiprocessing.get_all_start_methods()]
+    return stacks, methods
+
+
+def rows(quick: bool) -> list:
+    """One row per start method and kind (cold, warm): median seconds over interleaved fresh
+    interpreters (1 each in quick mode, 3 otherwise); ratios are other / ours."""
+    from _harness import Row, Target
+
+    stacks, methods = _available()
+    samples = {(m, s): [] for m in methods for s in stacks}
     for _ in range(1 if quick else 3):
-        for name, start in starts.items():
-            samples[name].append(_time_start(start))
-    values = {name: statistics.median(s) for name, s in samples.items()}
-    served = values.pop("ours forkserver", None)
-    out = [Row(CASE, "s", values, notes={"gymnasium": "AsyncVectorEnv"})]
-    if served is not None:
-        target = Target(
-            "ours ≤ ⅓ AsyncVectorEnv (spawn)", lambda v: 3 * v["ours"] <= v["gymnasium"]
-        )
-        notes = {"ours": f"first: {first:.2f}", "gymnasium": "AsyncVectorEnv, spawn"}
-        both = {"ours": served, "gymnasium": values["gymnasium"]}
-        out.append(Row(FORKSERVER_CASE, "s", both, notes=notes, target=target))
+        for method in methods:
+            for stack in stacks:
+                samples[method, stack].append(run_probe(stack, method))
+    out = []
+    for method in methods:
+        for kind, text in KINDS.items():
+            values = {s: statistics.median(r[kind] for r in samples[method, s]) for s in stacks}
+            target = Target("ours ≤ torchrl", lambda v: v["ours"] <= v["torchrl"])
+            case = CASE.format(kind=text, method=method)
+            out.append(Row(case, "s", values, notes=NOTES, target=target))
     return out
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--quick", action="store_true", help="one fresh interpreter per cell")
     parser.add_argument(
-        "--first-forkserver",
-        action="store_true",
-        help="print the seconds of this interpreter's first forkserver start, and exit",
+        "--probe",
+        nargs=2,
+        metavar=("STACK", "METHOD"),
+        help=f"measure one stack ({', '.join(STACKS)}) under one start method in this "
+        "interpreter, print {cold, warm} seconds as JSON, and exit",
     )
     args = parser.parse_args()
-    if args.first_forkserver:
-        print(f"{_time_start(_ours_forkserver):.4f}")
+    if args.probe:
+        print(json.dumps(probe(*args.probe)))
         return
     for row in rows(args.quick):
-        print(row.case, {k: f"{v:.2f} s" for k, v in row.values.items()}, row.met())
+        shown = {k: f"{v:.2f} s" for k, v in row.values.items()}
+        print(row.case, shown, row.met())
 
 
 if __name__ == "__main__":

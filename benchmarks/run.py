@@ -1,9 +1,10 @@
 """Every benchmark side by side: our stack vs torchrl 0.14 vs gymnasium (vs envpool if installed).
 
-The cases of ``CASES``, each measured in this one process: (1) counting-env rollout, (2) GymEnv
-rollout, (3) SerialEnv / ParallelEnv, (4) step_mdp, (5) main-process memory over ParallelEnv
-steps, (6) start-up (spawn, forkserver), (7) rollout at scale, (8) vector envs, (9)
-RayCollector, (a) asynchronous stepping. Medians of interleaved repetitions; ratios are
+The cases of ``CASES``, each measured in this one process (6: in fresh interpreters): (1)
+counting-env rollout, (2) GymEnv rollout, (3) SerialEnv / ParallelEnv, (4) step_mdp, (5)
+main-process memory over ParallelEnv steps, (6) time to the first step (cold and warm, under
+fork, forkserver and spawn), (7) rollout at scale, (8) vector envs, (9) RayCollector, (a)
+asynchronous stepping. Medians of interleaved repetitions; ratios are
 other / ours. Writes ``benchmarks/results/latest.md`` and ``benchmarks/results/ratios.png``.
 
     python benchmarks/run.py              # every case (many minutes on an idle machine)

@@ -9,8 +9,9 @@ DOCS = pathlib.Path(__file__).parent
 PERFORMANCE = DOCS / "pages" / "performance.md"
 API_MODULES = [
     "rlspecs",
+    "rlworkers",
     "rlcore",
-    "rlcore.transforms",
+    "rltransforms",
     "rlmocks",
     "rlmocks.testing",
     "rlbatched",
