@@ -4,7 +4,7 @@ The cases of ``CASES``, each measured in this one process (6: in fresh interpret
 counting-env rollout, (2) GymEnv rollout, (3) SerialEnv / ParallelEnv, (4) step_mdp, (5)
 main-process memory over ParallelEnv steps, (6) time to the first step (cold and warm, under
 fork, forkserver and spawn), (7) rollout at scale, (8) vector envs, (9) RayCollector, (a)
-asynchronous stepping. Medians of interleaved repetitions; ratios are
+asynchronous stepping, (b) the step contract's input checks. Medians of interleaved repetitions; ratios are
 other / ours. Writes ``benchmarks/results/latest.md`` and ``benchmarks/results/ratios.png``.
 
     python benchmarks/run.py              # every case (many minutes on an idle machine)
@@ -27,6 +27,7 @@ import bench_async
 import bench_batched
 import bench_gym
 import bench_gym_vector
+import bench_input_checks
 import bench_memory
 import bench_ray
 import bench_rlcore
@@ -130,6 +131,7 @@ CASES = {
     "8": ("vector envs", _no_section(bench_gym_vector.rows)),
     "9": ("RayCollector", bench_ray.measure),
     "a": ("async stepping", bench_async.measure),
+    "b": ("step input checks", _no_section(bench_input_checks.rows)),
 }
 
 
