@@ -4,8 +4,8 @@ The cases of ``CASES``, each measured in this one process (6: in fresh interpret
 counting-env rollout, (2) GymEnv rollout, (3) SerialEnv / ParallelEnv, (4) step_mdp, (5)
 main-process memory over ParallelEnv steps, (6) time to the first step (cold and warm, under
 fork, forkserver and spawn), (7) rollout at scale, (8) vector envs, (9) RayCollector, (a)
-asynchronous stepping, (b) the step contract's input checks. Medians of interleaved repetitions; ratios are
-other / ours. Writes ``benchmarks/results/latest.md`` and ``benchmarks/results/ratios.png``.
+asynchronous stepping, (b) the step contract's input checks. Medians of interleaved
+repetitions; ratios are other / ours. Writes ``benchmarks/results/latest.md`` and ``benchmarks/results/ratios.png``.
 
     python benchmarks/run.py              # every case (many minutes on an idle machine)
     python benchmarks/run.py --quick      # smoke run for CI: small counts, times not checked
