@@ -95,6 +95,18 @@ def test_action_discretizer_scalar_action_becomes_categorical():
     assert isinstance(one_hot.action_spec, OneHot)
 
 
+def test_action_discretizer_one_dim_action_rolls_out_with_random_labels():
+    """A (1,) action discretized is a MultiCategorical of shape (1,), whose samples have no
+    trailing dim (torchrl 0.4): the env takes them, and labels with the dim too."""
+    env, seen = _recording_env(Bounded(-1.0, 1.0, (1,)))
+    env = TransformedEnv(env, ActionDiscretizer(5))
+    assert env.rollout(3)["action"].shape == (3,)
+    assert env.rollout(2, lambda td: td.set("action", torch.tensor([4])))["action"].shape == (2, 1)
+    assert all(a.shape == (1,) for a in seen) and seen[-1].item() == pytest.approx(0.8)
+    with pytest.raises(ValueError, match=re.escape("has shape (2,), expected (1,)")):
+        env.rollout(1, lambda td: td.set("action", torch.tensor([4, 0])))
+
+
 def test_action_discretizer_batched_env_expands_the_discrete_spec():
     env = TransformedEnv(ContinuousActionVecMockEnv(batch_size=[3]), ActionDiscretizer(5))
     assert env.action_spec.shape == (3, 7)

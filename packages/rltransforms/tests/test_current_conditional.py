@@ -10,7 +10,7 @@ import torch
 from tensordict import TensorDict
 
 from rlcore import check_env_specs
-from rlmocks import CountingEnv
+from rlmocks import CountingEnv, StateLessCountingEnv
 from rltransforms import (
     Compose,
     ConditionalPolicySwitch,
@@ -32,22 +32,25 @@ def _odd(td):
     return td["observation"] % 2 == 1
 
 
-class _RecordingCountingEnv(CountingEnv):
-    """A CountingEnv that records the `"_step"` entry its steps receive."""
+class _RecordingStateLessEnv(StateLessCountingEnv):
+    """A StateLessCountingEnv (not batch-locked) that records the batch size of each step."""
 
-    def __init__(self, **kwargs):
-        super().__init__(**kwargs)
-        self.partial_steps = []
+    def __init__(self):
+        super().__init__()
+        self.stepped_batches = []
 
     def _step(self, tensordict):
-        self.partial_steps.append(tensordict.get("_step", None))
+        self.stepped_batches.append(tuple(tensordict.batch_size))
         return super()._step(tensordict)
 
 
-class _PartialStepsEnv(TransformedEnv):
-    """A TransformedEnv claiming partial-step support (what ConditionalSkip checks for)."""
+def _stateless_start(env, rows=2):
+    td = env.reset(TensorDict(batch_size=[rows]))
+    return td.set("action", torch.ones(rows, 1, dtype=torch.int32))
 
-    _supports_partial_steps = True
+
+def _skip_rows(*rows):
+    return ConditionalSkip(lambda td: torch.tensor(rows))
 
 
 # ---------------------------------------------------------------- ConditionalSkip
@@ -63,34 +66,88 @@ def test_conditional_skip_combines_with_an_existing_mask():
     assert t._inv_call(td)["_step"].tolist() == [False, False]
 
 
-def test_conditional_skip_hands_the_mask_to_an_env_taking_partial_steps():
-    base = _RecordingCountingEnv(max_steps=100)
-    env = _PartialStepsEnv(base, ConditionalSkip(_odd))
-    td = env.step(_ones(env.reset()))
-    env.step(_ones(td["next"].clone()))
-    assert [step.item() for step in base.partial_steps] == [True, False]
-
-
 def test_conditional_skip_without_a_skip_steps_as_usual():
     env = TransformedEnv(CountingEnv(max_steps=100), ConditionalSkip(lambda td: False))
     check_env_specs(env)
     assert env.rollout(3, _ones)["next", "observation"].squeeze(-1).tolist() == [1, 2, 3]
 
 
-def test_conditional_skip_refuses_to_step_what_it_should_skip():
-    env = TransformedEnv(CountingEnv(max_steps=100), Compose(StepCounter(), ConditionalSkip(_odd)))
-    message = "the condition asks to skip the step of 1 of 1 sub-envs, but TransformedEnv"
-    with pytest.raises(RuntimeError, match=re.escape(message)):
-        env.rollout(3, _ones)
+def test_conditional_skip_skips_every_other_step_of_nested_envs():
+    # current torchrl's example: the skip covers the env holding ConditionalSkip (and the
+    # envs it wraps), not an outer TransformedEnv
+    inner = TransformedEnv(CountingEnv(max_steps=100), StepCounter(step_count_key="inner"))
+    middle = TransformedEnv(
+        inner,
+        Compose(
+            StepCounter(step_count_key="middle"),
+            ConditionalSkip(cond=lambda td: td["step_count"] % 2 == 1),
+        ),
+        auto_unwrap=False,
+    )
+    env = TransformedEnv(middle, StepCounter(), auto_unwrap=False)
+    rollout = env.rollout(6, _ones)
+    assert rollout["observation"].squeeze(-1).tolist() == [0, 1, 1, 2, 2, 3]
+    assert rollout["inner"].squeeze(-1).tolist() == [0, 1, 1, 2, 2, 3]
+    assert rollout["middle"].squeeze(-1).tolist() == [0, 1, 1, 2, 2, 3]
+    assert rollout["step_count"].squeeze(-1).tolist() == [0, 1, 2, 3, 4, 5]
 
 
-def test_conditional_skip_over_a_batched_env_refuses_partial_steps():
-    batched = rlbatched.SerialEnv(2, lambda: CountingEnv(max_steps=100))
-    env = TransformedEnv(batched, ConditionalSkip(lambda td: td["observation"].squeeze(-1) > 0))
+def test_conditional_skip_output_of_a_skipped_step():
+    env = TransformedEnv(CountingEnv(max_steps=100), ConditionalSkip(lambda td: True))
     td = env.step(_ones(env.reset()))
-    with pytest.raises(RuntimeError, match="skip the step of 2 of 2 sub-envs"):
-        env.step(_ones(td["next"].clone()))
-    env.close()
+    assert td["next", "observation"].item() == 0  # not stepped: the input's observation
+    assert td["next", "reward"].item() == 0 and not td["next", "done"].item()
+    assert env.base_env.count.item() == 0
+
+
+def test_conditional_skip_also_skips_the_transforms_of_its_env():
+    env = TransformedEnv(CountingEnv(max_steps=100), Compose(StepCounter(), ConditionalSkip(_odd)))
+    rollout = env.rollout(4, _ones)
+    # once odd, the env is skipped and its own StepCounter does not count: it stays odd
+    assert rollout["next", "observation"].squeeze(-1).tolist() == [1, 1, 1, 1]
+    assert rollout["next", "step_count"].squeeze(-1).tolist() == [1, 1, 1, 1]
+
+
+def test_conditional_skip_steps_the_other_rows_of_an_unlocked_env():
+    base = _RecordingStateLessEnv()
+    env = TransformedEnv(base, ConditionalSkip(lambda td: torch.tensor([False, True])))
+    td = env.step(_stateless_start(env))
+    assert td["next", "count"].squeeze(-1).tolist() == [1, 0]
+    assert torch.equal(td["next", "max_count"], td["max_count"])
+    assert base.stepped_batches == [(1,)]  # the skipped row never reached the base env
+
+
+def test_conditional_skip_hands_the_mask_to_a_batched_env():
+    batched = rlbatched.SerialEnv(2, lambda: CountingEnv(max_steps=100))
+    env = TransformedEnv(batched, Compose(StepCounter(), _skip_rows(False, True)))
+    try:
+        td = env.step(_ones(env.reset()))
+        assert td["next", "observation"].squeeze(-1).tolist() == [1, 0]
+        # the batched env's partial step runs the transforms on the whole batch (torchrl's too)
+        assert td["next", "step_count"].squeeze(-1).tolist() == [1, 1]
+        env.transform[1].cond = lambda td: torch.tensor([False, False])
+        td = env.step(_ones(td["next"].clone()))
+        assert td["next", "observation"].squeeze(-1).tolist() == [2, 1]
+    finally:
+        env.close()
+
+
+def test_conditional_skip_of_every_row_needs_no_partial_steps():
+    env = TransformedEnv(CountingEnv(max_steps=100, batch_size=[2]), _skip_rows(True, True))
+    td = env.step(_ones(env.reset()))
+    assert td["next", "observation"].squeeze(-1).tolist() == [0, 0]
+    assert td["next", "reward"].squeeze(-1).tolist() == [0, 0]
+
+
+def test_conditional_skip_of_some_rows_of_a_locked_env_without_partial_steps():
+    env = TransformedEnv(CountingEnv(max_steps=100, batch_size=[2]), _skip_rows(False, True))
+    message = (
+        "TransformedEnv cannot step some of its rows only: its transform (ConditionalSkip) asks "
+        "rows [[0]] to step and the others to skip (a '_step' mask), and the base env "
+        "CountingEnv is batch-locked"
+    )
+    with pytest.raises(NotImplementedError, match=re.escape(message)):
+        env.step(_ones(env.reset()))
 
 
 def test_conditional_skip_cannot_run_outside_an_env():

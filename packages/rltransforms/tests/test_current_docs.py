@@ -10,6 +10,8 @@ import pytest
 MODULES = [
     "rltransforms.functional",
     "rltransforms._action_scaling",
+    "rltransforms._auto_unwrap",
+    "rltransforms._hooks",
     "rltransforms._chunking",
     "rltransforms._conditional",
     "rltransforms._crop",

@@ -19,12 +19,14 @@ from rlmocks import (
 )
 from rlspecs import Bounded, Composite, NonTensor, Unbounded
 from rltransforms import (
+    Compose,
     Crop,
     ExpandAs,
     Hash,
     ModuleTransform,
     NextObservationDelta,
     Stack,
+    StepCounter,
     TransformedEnv,
     UnaryTransform,
 )
@@ -372,3 +374,50 @@ def test_next_observation_delta_rejects_non_float_dtypes(kwargs, message):
 def test_next_observation_delta_refuses_batched_workers():
     with pytest.raises(RuntimeError, match="cannot live inside a SerialEnv/ParallelEnv worker"):
         NextObservationDelta()._check_batched_worker_compat()
+
+
+def _delta_env():
+    return TransformedEnv(ContinuousActionVecMockEnv(), NextObservationDelta(["observation"]))
+
+
+def test_post_step_hooks_are_exposed_only_when_a_transform_has_one():
+    assert TransformedEnv(CountingEnv(), StepCounter())._post_step_mdp_hooks is None
+    assert callable(_delta_env()._post_step_mdp_hooks)
+
+
+def test_step_and_maybe_reset_runs_the_post_step_hooks():
+    env = _delta_env()
+    td, root = env.step_and_maybe_reset(env.rand_action(env.reset()))
+    assert ("next", "observation") not in td.keys(True)
+    assert td["next", "delta", "observation"].dtype == torch.float16
+    restored = td["observation"] + td["next", "delta", "observation"].float()
+    assert torch.allclose(root["observation"], restored, atol=1e-2)
+    assert root["observation"].dtype == torch.float32  # the policy reads full precision
+
+
+def test_post_step_hooks_of_a_wrapped_transformed_env_run_too():
+    env = TransformedEnv(_delta_env(), StepCounter(), auto_unwrap=False)
+    td, _ = env.step_and_maybe_reset(env.rand_action(env.reset()))
+    assert ("next", "observation") not in td.keys(True)
+
+
+def test_rollout_steps_keep_the_same_entries_with_post_step_hooks():
+    # rlcore's rollout does not run the hooks (its last step has no step_mdp): none of its
+    # steps drops the full next observation, so they stack
+    rollout = _delta_env().rollout(3, break_when_any_done=False)
+    assert rollout.shape == (3,)
+    assert {("next", "observation"), ("next", "delta", "observation")} <= set(rollout.keys(True))
+
+
+def test_fake_tensordict_goes_through_the_transforms():
+    fake = _delta_env().fake_tensordict()
+    assert ("next", "observation") not in fake.keys(True)
+    assert fake["next", "delta", "observation"].dtype == torch.float16
+
+
+def test_batched_worker_check_goes_through_compose_and_wrapped_envs():
+    inner = TransformedEnv(CountingEnv(), Compose(StepCounter(), NextObservationDelta()))
+    env = TransformedEnv(inner, StepCounter(), auto_unwrap=False)
+    with pytest.raises(RuntimeError, match="NextObservationDelta cannot live inside a SerialEnv"):
+        env._check_batched_worker_compat()
+    TransformedEnv(CountingEnv(), StepCounter())._check_batched_worker_compat()

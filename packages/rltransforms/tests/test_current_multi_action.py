@@ -10,9 +10,9 @@ import torch
 from tensordict import TensorDict
 
 from rlcore import check_env_specs
-from rlmocks import CountingEnv, GenericTestEnv
+from rlmocks import CountingEnv, GenericTestEnv, StateLessCountingEnv
 from rlspecs import Bounded, Unbounded
-from rltransforms import ActionChunkTransform, MultiAction, StepCounter, TransformedEnv
+from rltransforms import ActionChunkTransform, Compose, MultiAction, StepCounter, TransformedEnv
 
 rlbatched = pytest.importorskip("rlbatched", reason="the batched-env cases need rlbatched")
 
@@ -43,6 +43,31 @@ def _make_accumulator(limit: float = 100.0, batch_size=()):
 
 def _make_short_accumulator():
     return _make_accumulator(limit=4.0)
+
+
+def _accumulate_and_record(env, td):
+    # module level, as _accumulate; records the batch size of every step the env takes
+    env.stepped.append(tuple(td.batch_size))
+    return _accumulate(env, td)
+
+
+def _make_recording_accumulator(limit: float = 100.0, batch_size=()):
+    env = _make_accumulator(limit, batch_size)
+    env.step_func = _accumulate_and_record
+    env.stepped = []
+    return env
+
+
+class _RecordingStateLessEnv(StateLessCountingEnv):
+    """A StateLessCountingEnv (not batch-locked) recording the batch size of each step."""
+
+    def __init__(self):
+        super().__init__()
+        self.stepped = []
+
+    def _step(self, tensordict):
+        self.stepped.append(tuple(tensordict.batch_size))
+        return super()._step(tensordict)
 
 
 def _chunk_policy(values, dtype=torch.float32):
@@ -108,6 +133,68 @@ def test_multi_action_done_inside_the_chunk_skips_its_rest():
     assert rollout["next", "done"].item()
     assert rollout["next", "observation"].item() == 6.0  # the step that ended it: 1 + 2 + 3
     assert rollout["next", "reward"].squeeze(-1).tolist() == [[1.0, 3.0, 6.0, 0.0]]
+
+
+def test_multi_action_does_not_step_a_done_env_again():
+    base = _make_recording_accumulator(limit=4.0)
+    env = TransformedEnv(base, MultiAction(chunk_size=4, stack_observations=True))
+    td = env.step(_chunk_policy([[1.0], [2.0], [3.0], [4.0]])(env.reset()))
+    assert base.stepped == [(), (), ()]  # the fourth action is skipped ("_step" all False)
+    assert td["next", "observation"].squeeze(-1).tolist() == [1.0, 3.0, 6.0, 6.0]
+    assert td["next", "reward"].squeeze(-1).tolist() == [1.0, 3.0, 6.0, 0.0]
+    assert td["next", "done"].item()
+
+
+def test_multi_action_step_ended_inside_the_chunk_skips_the_transforms_after_it():
+    # current torchrl's behaviour: the last action is a skipped step for the whole env
+    env = TransformedEnv(
+        _make_accumulator(limit=6.0), Compose(MultiAction(chunk_size=4), StepCounter())
+    )
+    policy = _chunk_policy([[1.0], [1.0], [1.0], [1.0]])
+    td = env.step(policy(env.reset()))
+    assert td["next", "step_count"].item() == 1 and not td["next", "done"].item()
+    td = env.step(policy(td["next"].clone()))  # ends at its second action (6)
+    assert td["next", "done"].item() and td["next", "observation"].item() == 6.0
+    assert td["next", "step_count"].item() == 1
+
+
+def test_multi_action_skips_the_rest_of_the_chunk_of_a_done_batched_sub_env():
+    envs = [_make_recording_accumulator(limit=4.0), _make_recording_accumulator()]
+    batched = rlbatched.SerialEnv(2, [lambda: envs[0], lambda: envs[1]])
+    env = TransformedEnv(batched, MultiAction(chunk_size=2))
+    try:
+        policy = _chunk_policy([[2.0], [1.0]])
+        td = env.step(policy(env.reset()))
+        td = env.step(policy(td["next"].clone()))  # sub-env 0 is done at 5, after one action
+        assert [len(e.stepped) for e in envs] == [3, 4]
+        assert td["next", "observation"].squeeze(-1).tolist() == [5.0, 6.0]
+        assert td["next", "reward"].squeeze(-1).tolist() == [[5.0, 0.0], [5.0, 6.0]]
+        assert td["next", "done"].squeeze(-1).tolist() == [True, False]
+    finally:
+        env.close()
+
+
+def test_multi_action_done_row_of_a_locked_env_without_partial_steps():
+    # rows end at different steps; the env cannot skip rows: the results are discarded instead
+    env = TransformedEnv(_make_accumulator(limit=4.0, batch_size=(2,)), MultiAction(chunk_size=3))
+    chunk = torch.tensor([[[2.0], [3.0], [1.0]], [[1.0], [1.0], [1.0]]])
+    td = env.step(env.reset().set("action", chunk))
+    assert td["next", "observation"].squeeze(-1).tolist() == [5.0, 3.0]
+    assert td["next", "reward"].squeeze(-1).tolist() == [[2.0, 5.0, 0.0], [1.0, 2.0, 3.0]]
+    assert td["next", "done"].squeeze(-1).tolist() == [True, False]
+
+
+def test_multi_action_skips_done_rows_of_an_unlocked_env():
+    base = _RecordingStateLessEnv()
+    env = TransformedEnv(base, MultiAction(chunk_size=4))
+    root = base.reset(
+        TensorDict(max_count=torch.tensor([[2], [10]], dtype=torch.int32), batch_size=[2])
+    )
+    td = env.step(root.set("action", torch.ones(2, 4, 1, dtype=torch.int32)))
+    # row 0 ends at its second action: the third skips it, the last (stateless) is discarded
+    assert base.stepped == [(2,), (2,), (1,), (2,)]
+    assert td["next", "count"].squeeze(-1).tolist() == [2, 4]
+    assert td["next", "done"].squeeze(-1).tolist() == [True, False]
 
 
 def test_multi_action_counts_inner_steps_of_transforms_before_it():

@@ -75,7 +75,9 @@ def test_squeeze_positive_dim_in_an_env_and_without_env():
         CountEnv(batch_size=(2,)), UnsqueezeTransform(-2, in_keys=["observation"])
     )
     env = TransformedEnv(
-        base, SqueezeTransform(0, in_keys=["observation"], allow_positive_dim=True)
+        base,
+        SqueezeTransform(0, in_keys=["observation"], allow_positive_dim=True),
+        auto_unwrap=True,
     )
     assert env.transform[-1].squeeze_dim == 1
     assert env.observation_spec["observation"].shape == (2, 3)

@@ -157,7 +157,7 @@ def test_compose_append_on_an_attached_compose_rebuilds_the_specs():
 
 def test_wrapping_a_transformed_env_unwraps_it():
     inner = TransformedEnv(CountEnv(), StepCounter())
-    outer = TransformedEnv(inner, RewardSum())
+    outer = TransformedEnv(inner, RewardSum(), auto_unwrap=True)
     assert isinstance(outer.base_env, CountEnv)
     assert [type(t).__name__ for t in outer.transform] == ["StepCounter", "RewardSum"]
     check_env_specs(outer)

@@ -8,6 +8,7 @@ from . import functional
 from ._action import ActionMask, DiscreteActionProjection
 from ._action_scaling import ActionScaling
 from ._auto_reset import AutoResetEnv, AutoResetTransform
+from ._auto_unwrap import auto_unwrap_transformed_env, set_auto_unwrap_transformed_env
 from ._base import ObservationTransform, Transform
 from ._batch_size import BatchSizeTransform
 from ._burn_in import BurnInTransform
@@ -63,6 +64,9 @@ __all__ = [
     "Transform",
     "ObservationTransform",
     "Compose",
+    # whether wrapping a TransformedEnv unwraps it (current torchrl's switch)
+    "set_auto_unwrap_transformed_env",
+    "auto_unwrap_transformed_env",
     # counters and trackers
     "StepCounter",
     "InitTracker",

@@ -17,6 +17,8 @@ from torch import nn
 from rlspecs import Composite
 from rlspecs.private_apis import td_entries, td_set_str
 
+from ._hooks import TransformHooks
+
 if TYPE_CHECKING:
     from collections.abc import Callable
 
@@ -145,7 +147,7 @@ def _guard_spec_hook(hook: Callable[[Any, Any], Any]) -> Callable[[Any, Any], An
     return guarded
 
 
-class Transform(nn.Module):
+class Transform(TransformHooks, nn.Module):
     """Base class of env transforms: rewrites what an env outputs and what it receives.
 
     Subclasses override the narrowest hook that fits:

@@ -82,6 +82,27 @@ class Compose(Transform):
             tensordict = transform._reset_env_preprocess(tensordict)
         return tensordict
 
+    def _post_step_mdp_hooks(
+        self, tensordict: TensorDictBase, tensordict_: TensorDictBase
+    ) -> tuple[TensorDictBase, TensorDictBase]:
+        for transform in self.transforms:
+            tensordict, tensordict_ = transform._post_step_mdp_hooks(tensordict, tensordict_)
+        return tensordict, tensordict_
+
+    @property
+    def has_post_step_mdp_hooks(self) -> bool:
+        overridden = type(self)._post_step_mdp_hooks is not Compose._post_step_mdp_hooks
+        return overridden or any(t.has_post_step_mdp_hooks for t in self.transforms)
+
+    def transform_fake_tensordict(self, fake_tensordict: TensorDictBase) -> TensorDictBase:
+        for transform in self.transforms:
+            fake_tensordict = transform.transform_fake_tensordict(fake_tensordict)
+        return fake_tensordict
+
+    def _check_batched_worker_compat(self) -> None:
+        for transform in self.transforms:
+            transform._check_batched_worker_compat()
+
     def transform_env_device(self, device: torch.device | None) -> torch.device | None:
         for transform in self.transforms:
             device = transform.transform_env_device(device)

@@ -16,11 +16,6 @@ from ._base import Transform
 __all__ = ["ConditionalPolicySwitch", "ConditionalSkip"]
 
 FORWARD_NOT_IMPLEMENTED = "class {} cannot be executed without a parent environment."
-PARTIAL_STEPS_ERROR = (
-    "ConditionalSkip: the condition asks to skip the step of {n} of {total} sub-envs, but "
-    "{env} does not take partial steps (the '_step' entry torchrl's TransformedEnv honours); "
-    "this rltransforms release cannot skip env steps yet"
-)
 CONDITION_TYPE_ERROR = "Calling the condition function should return a boolean or a tensor."
 CONDITION_SHAPE_ERROR = (
     "Tensor outputs must have the shape of the tensordict, or contain a single element."
@@ -40,23 +35,33 @@ class ConditionalSkip(Transform):
     """Skips the env's step for the sub-envs where `cond(tensordict)` is True.
 
     Writes `"_step" = "_step" & ~cond(tensordict)` (shaped like the batch) into the input the
-    base env receives, torchrl's partial-step entry: a skipped sub-env keeps its state and
-    reports its current observations again.
+    base env receives, current torchrl's partial-step entry, which `TransformedEnv` honours: a
+    skipped row is not stepped, and its output repeats its current observations and done flags
+    with a zero reward. The skip covers the transforms of the same `TransformedEnv` too (their
+    `_step` does not run for skipped rows: a `StepCounter` there does not count them); to keep
+    a transform running on every step, put it in an outer `TransformedEnv`
+    (``auto_unwrap=False``), as in the example.
 
-    Skipping needs the env to honour `"_step"` (torchrl's `TransformedEnv` does, and its
-    batched envs); an env that does not advertise it (`_supports_partial_steps`) raises a
-    `RuntimeError` when a step must be skipped, rather than stepping anyway.
+    How rows are skipped depends on the base env: one that is not batch-locked steps the other
+    rows alone; a batch-locked one with no row to step is not stepped; a batch-locked one with
+    some rows to step must take partial steps (batched envs do, `_supports_partial_steps`),
+    otherwise `TransformedEnv` raises a `NotImplementedError` naming it.
 
     Args:
         cond: `tensordict -> bool or bool tensor` (True: skip the step).
 
     Examples:
         >>> import torch
-        >>> from tensordict import TensorDict
-        >>> t = ConditionalSkip(cond=lambda td: td["step_count"] % 2 == 1)
-        >>> td = TensorDict(step_count=torch.tensor([[0], [1]]), batch_size=[2])
-        >>> t._inv_call(td)["_step"]
-        tensor([ True, False])
+        >>> from rlmocks import CountingEnv
+        >>> from rltransforms import StepCounter, TransformedEnv
+        >>> inner = TransformedEnv(CountingEnv(max_steps=100), StepCounter(step_count_key="inner"))
+        >>> skip_odd = ConditionalSkip(cond=lambda td: td["step_count"] % 2 == 1)
+        >>> middle = TransformedEnv(inner, skip_odd, auto_unwrap=False)
+        >>> env = TransformedEnv(middle, StepCounter(), auto_unwrap=False)
+        >>> policy = lambda td: td.set("action", torch.ones(1, dtype=torch.int8))
+        >>> r = env.rollout(6, policy)
+        >>> r["observation"].squeeze(-1).tolist(), r["step_count"].squeeze(-1).tolist()
+        ([0, 1, 1, 2, 2, 3], [0, 1, 2, 3, 4, 5])
     """
 
     def __init__(self, cond: Callable[[TensorDictBase], bool | torch.Tensor]) -> None:
@@ -72,16 +77,6 @@ class ConditionalSkip(Transform):
         if step.shape != batch:
             step = step.reshape(batch) if step.numel() == batch.numel() else step.expand(batch)
         tensordict.set("_step", step)
-        container = self.container
-        if container is not None and not bool(step.all()):
-            if not getattr(container, "_supports_partial_steps", False):
-                raise RuntimeError(
-                    PARTIAL_STEPS_ERROR.format(
-                        n=int((~step).sum()),
-                        total=step.numel(),
-                        env=type(container).__name__,
-                    )
-                )
         return tensordict
 
     def forward(self, tensordict: TensorDictBase) -> TensorDictBase:

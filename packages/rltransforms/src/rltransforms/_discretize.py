@@ -184,6 +184,9 @@ class ActionDiscretizer(Transform):
         elif scalar:
             labels = [action]
         else:
+            if self.nvec.shape == (1,) and action.shape[-1:] != (1,):
+                # a MultiCategorical of shape (1,) samples without its trailing dim (torchrl 0.4)
+                action = action.unsqueeze(-1)
             labels = list(action.unbind(-1))
         values = [iv.to(device)[label.to(torch.int64)] for iv, label in zip(intervals, labels)]
         result = values[0] if scalar else torch.stack(values, -1)

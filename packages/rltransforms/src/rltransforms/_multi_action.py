@@ -31,6 +31,7 @@ CHUNK_LEN_ERROR = (
     "expected chunk_size={expected}"
 )
 VLA_CHUNK_KEY = ("vla_action", "chunk")
+PARTIAL_STEP = "_step"  # current torchrl's partial-step entry
 
 
 def _bcast(mask: torch.Tensor, value: torch.Tensor) -> torch.Tensor:
@@ -71,14 +72,20 @@ class MultiAction(Transform):
     the last reward) and optionally the stacked observations (`stack_observations=True`).
 
     A sub-env that reaches a done state inside the chunk takes no further part in it: its
-    remaining slots of the reward (and observation) stacks are zero and the outer step reports
-    the observation and done flags of the step that ended it. (torchrl skips those steps with
-    its partial-step entry `"_step"`, which this stack's envs do not take: the parent env still
-    receives the remaining actions of that sub-env, whose results are discarded; the sub-env is
-    reset next anyway.)
+    remaining slots of the reward (and observation) stacks are zero, the last reward slot
+    included, and the outer step reports the observation and done flags of the step that ended
+    it. The remaining steps are skipped with current torchrl's partial-step entry `"_step"`
+    wherever the parent env takes it: an env that is not batch-locked, a batched env
+    (`SerialEnv`, `ParallelEnv`), or any env once every row is done. A batch-locked env that
+    cannot take partial steps still receives the remaining actions of the done sub-env while
+    the others finish the chunk (torchrl's too), and their results are discarded; so does an
+    env that is not batch-locked for the last action of the chunk (it keeps no state). As in
+    torchrl, when every row ends inside the chunk the outer step is a skipped step for the
+    transforms after this one in the same env (a `StepCounter` or `RewardSum` there keeps its
+    value); put them in an outer `TransformedEnv` (``auto_unwrap=False``) to count it.
 
-    Torchrl leaves the chunk dim of the specs dynamic; this stack's specs have fixed shapes, so
-    `chunk_size` (our addition) is required to build them.
+    Torchrl leaves the chunk dim of the specs dynamic (``-1``); this stack's leaf specs have no
+    dynamic dims, so `chunk_size` (our addition) is required to build them.
 
     Args:
         dim: where the chunk dim sits after the batch dims (default 1, right after them).
@@ -236,8 +243,12 @@ class MultiAction(Transform):
         ]
         reward_keys = list(parent.reward_keys)
         observation_keys = list(parent.observation_keys)
+        # rows done inside the chunk skip the rest of it: through a "_step" mask where the
+        # parent takes one (not batch-locked, or a batched env), else stepped and discarded
+        partial = not parent.batch_locked or parent._supports_partial_steps
         done = torch.zeros(tensordict.batch_size, dtype=torch.bool, device=tensordict.device)
         self.rewards, self.obs = [], []
+        self.__dict__["_skipped"] = None
         td = tensordict
         for action in steps[:-1]:
             if bool(done.all()):
@@ -247,9 +258,13 @@ class MultiAction(Transform):
                 if self.stack_observations:
                     self.obs.append(_zeroed(~done, self.obs[-1]))
                 continue
-            stepped = parent.step(td.replace(action))
+            some_done = bool(done.any())
+            td_in = td.replace(action)
+            if some_done and partial:
+                td_in.set(PARTIAL_STEP, ~done)
+            stepped = parent.step(td_in)
             next_td = stepped.get("next")
-            if done.any():
+            if some_done and not partial:
                 next_td = _where(done, next_td, td)
             if self.stack_rewards:
                 self.rewards.append(_zeroed(done, next_td.select(*reward_keys)))
@@ -259,8 +274,31 @@ class MultiAction(Transform):
             td = self._step_mdp(parent)(stepped)
             done = done | self._done_rows(parent, td)
         td_out = td.replace(steps[-1])
-        self.__dict__["_skipped"] = (done, td_out) if bool(done.any()) else None
+        if not bool(done.any()):
+            return td_out
+        if bool(done.all()):
+            # nothing steps: the env repeats this root (rlcore.placeholder_next), which must
+            # then carry the stacks (the transforms' _step does not run)
+            td_out.set(PARTIAL_STEP, ~done)
+            self._stack_into(td_out, reward_keys, observation_keys)
+        elif parent.batch_locked and parent._supports_partial_steps:
+            td_out.set(PARTIAL_STEP, ~done)  # the batched env fills the done rows
+        else:
+            # stepped anyway, the done rows' results replaced in `_step` (an env that is not
+            # batch-locked keeps no state to spoil; a batch-locked one cannot skip rows)
+            self.__dict__["_skipped"] = (done, td_out)
         return td_out
+
+    def _stack_into(
+        self, root: TensorDictBase, reward_keys: list[NestedKey], observation_keys: list[NestedKey]
+    ) -> None:
+        """Write the chunk's stacks into `root` for a last step that every row skips."""
+        ndim = root.batch_dims
+        if self.stack_rewards:
+            last = self.rewards[-1].apply(torch.zeros_like)
+            root.update(self._stack([*self.rewards, last], ndim))
+        if self.stack_observations:
+            root.update(self._stack([*self.obs, root.select(*observation_keys)], ndim))
 
     def _step(self, tensordict: TensorDictBase, next_tensordict: TensorDictBase) -> TensorDictBase:
         skipped = self.__dict__.pop("_skipped", None)

@@ -38,6 +38,13 @@ class NextObservationDelta(Transform):
     sample): `("next", k) = td[k] + td["next", "delta", k]` (cast to `restore_dtype`), the delta
     dropped unless `drop_delta=False`. The compression is lossy.
 
+    In an env, `TransformedEnv.fake_tensordict()` shows the compressed layout and
+    `TransformedEnv._post_step_mdp_hooks` runs the drop; current torchrl calls that hook from
+    ``step_and_maybe_reset`` and ``rollout``, which rlcore's env loop does not do yet: there
+    the transitions keep the full ``("next", k)`` next to its delta (nothing is lost).
+    Batched envs should call `TransformedEnv._check_batched_worker_compat()` on their sub-envs
+    to refuse this transform inside a worker, as torchrl's do; rlbatched does not call it yet.
+
     Without `in_keys`, every floating observation of the env (dtypes not in `excluded_dtypes`)
     is compressed; on stored data `in_keys` must be given.
 
@@ -153,7 +160,7 @@ class NextObservationDelta(Transform):
 
     # ------------------------------------------------------------------ data side
     def forward(self, tensordict: TensorDictBase) -> TensorDictBase:
-        """Restore `("next", k)` from `td[k]` and the stored delta (keys lacking either: skipped)."""
+        """Restore `("next", k)` from `td[k]` and the stored delta (keys lacking one: skipped)."""
         for key in self.in_keys:
             key = _tuple(key)
             delta_key = ("next", "delta", *key)

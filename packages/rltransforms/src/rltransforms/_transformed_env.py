@@ -9,8 +9,9 @@ import torch
 from tensordict import TensorDictBase
 from torch import nn
 
-from rlcore import EnvBase
+from rlcore import EnvBase, placeholder_next
 
+from ._auto_unwrap import auto_unwrap_transformed_env
 from ._base import Transform, as_transform
 from ._compose import Compose
 from ._compose import members as compose_members
@@ -63,6 +64,32 @@ ENV_ARGUMENT = (
     "TransformedEnv takes the env to transform as base_env (or env, torchrl 0.4's name): "
     "exactly one of them, got base_env={base_env!r} and env={env!r}."
 )
+_PARTIAL_STEP = "_step"  # current torchrl's partial-step entry (rlcore's step contract)
+NO_PARTIAL_STEPS = (
+    "{cls} cannot step some of its rows only: its transform ({transform}) asks rows {rows} to "
+    "step and the others to skip (a '_step' mask), and the base env {base} is batch-locked and "
+    "does not take partial steps. Batched envs (SerialEnv, ParallelEnv) and envs that are not "
+    "batch-locked do."
+)
+
+
+def _row_mask(mask: torch.Tensor | bool, batch_size: torch.Size) -> torch.Tensor:
+    """A ``"_step"`` mask as one flag per row of the batch (trailing dims reduced)."""
+    mask = torch.as_tensor(mask, dtype=torch.bool)
+    if mask.shape == batch_size:
+        return mask
+    if mask.numel() == batch_size.numel():
+        return mask.reshape(batch_size)
+    if mask.numel() == 1:
+        return mask.reshape(()).expand(batch_size)
+    return mask.reshape(*batch_size, -1).any(-1)
+
+
+def _resolve_auto_unwrap(auto_unwrap: bool | None) -> bool:
+    """The argument, else the switch (whose default, unset, is torchrl 0.4's nesting)."""
+    if auto_unwrap is not None:
+        return bool(auto_unwrap)
+    return auto_unwrap_transformed_env()
 
 
 class TransformedEnv(EnvBase):
@@ -77,8 +104,23 @@ class TransformedEnv(EnvBase):
     the base env's as the
     transform sees them (`Transform.transform_env_device` / `transform_env_batch_size`).
     Unknown attributes are looked up on the base env; `set_seed`, `close` and `to` are
-    forwarded to it. Wrapping a `TransformedEnv` unwraps it: the result holds the inner base env
-    and `Compose(inner transform, transform)` (pass `auto_unwrap=False` to keep the nesting).
+    forwarded to it.
+
+    Wrapping a `TransformedEnv` in a `TransformedEnv` nests it, as torchrl 0.4 did (the inner
+    env is this env's ``base_env``). Current torchrl unwraps instead: the result holds the
+    inner base env and `Compose(*inner transforms (cloned), *transforms)` (both envs of exactly
+    that class: subclasses never unwrap). ``auto_unwrap=True`` asks for that, and so does the
+    switch `set_auto_unwrap_transformed_env(True)` (or ``AUTO_UNWRAP_TRANSFORMED_ENV=1``);
+    ``auto_unwrap`` wins over the switch. Current torchrl, left unset, unwraps and warns; we
+    keep the seed era's nesting then, silently.
+
+    A ``"_step"`` mask written by the transform's inverse (`ConditionalSkip`, `MultiAction`)
+    steps only the rows it flags, as current torchrl: when no row steps, the base env and the
+    transforms' ``_step`` are skipped and the output is the input's observations and done
+    flags again with a zero reward (`rlcore.placeholder_next`); when some do, an env that is
+    not batch-locked steps those rows alone (the others get that placeholder), a batch-locked
+    base env that takes partial steps (``_supports_partial_steps``: batched envs) gets the
+    mask, and any other base env raises `NotImplementedError`.
 
     Args:
         base_env: the env to transform (any `EnvBase`, batched envs included).
@@ -87,7 +129,8 @@ class TransformedEnv(EnvBase):
         cache_specs: torchrl 0.4's flag (default True). When False the specs are recomputed
             from the base env and the transform on every read, so that a transform edited in
             place (its keys, its parameters) shows in the specs at once; slower.
-        auto_unwrap: whether to flatten a wrapped `TransformedEnv` (default True).
+        auto_unwrap: whether to flatten a wrapped `TransformedEnv`; None (default) follows
+            `auto_unwrap_transformed_env()` (False, torchrl 0.4's nesting, when unset).
         device: if given, the base env is moved there first.
         env: torchrl 0.4's name of ``base_env`` (give one of the two).
 
@@ -104,7 +147,7 @@ class TransformedEnv(EnvBase):
         transform: Transform | Callable[[TensorDictBase], TensorDictBase] | None = None,
         cache_specs: bool = True,
         *,
-        auto_unwrap: bool = True,
+        auto_unwrap: bool | None = None,
         device: torch.device | str | None = None,
         env: EnvBase | None = None,
     ) -> None:
@@ -116,7 +159,12 @@ class TransformedEnv(EnvBase):
             base_env = base_env.to(device)
         if transform is not None:
             transform = as_transform(transform, "TransformedEnv")
-        if auto_unwrap and type(base_env) is TransformedEnv and type(self) is TransformedEnv:
+        # exact types: a subclass may add behaviour that unwrapping would lose
+        if type(base_env) is TransformedEnv and type(self) is TransformedEnv:
+            auto_unwrap = _resolve_auto_unwrap(auto_unwrap)
+        else:
+            auto_unwrap = False
+        if auto_unwrap:
             members = compose_members(base_env.transform.clone())
             if transform is not None:
                 members += compose_members(transform)
@@ -249,6 +297,9 @@ class TransformedEnv(EnvBase):
         self._spec_store("_output_spec", output_spec)
         self._spec_store("_input_spec", input_spec)
         self.__dict__["_has_inverse"] = transform.has_inverse
+        self.__dict__["_has_hooks"] = transform.has_post_step_mdp_hooks or (
+            getattr(base_env, "_post_step_mdp_hooks", None) is not None
+        )
 
     def append_transform(
         self, transform: Transform | Callable[[TensorDictBase], TensorDictBase]
@@ -280,6 +331,11 @@ class TransformedEnv(EnvBase):
         # a "_step" mask goes through to the base env's _step: its own support decides
         return self.__dict__["_base_env"]._supports_partial_steps
 
+    @property
+    def _action_required(self) -> bool:
+        # a base env stepped without an action (rlcore's step contract) is so when transformed
+        return self.__dict__["_base_env"]._action_required
+
     def _step(self, tensordict: TensorDictBase) -> TensorDictBase:
         # the base env gets an inverted shallow copy; the transforms' `_step` gets the caller's
         # tensordict as it was (torchrl 0.4): an inverse never shows through to `_step` or to
@@ -287,10 +343,48 @@ class TransformedEnv(EnvBase):
         tensordict_in = tensordict
         if self.__dict__["_has_inverse"]:
             tensordict_in = self.transform._inv_call(tensordict.clone(False))
+            if _PARTIAL_STEP in tensordict_in.keys():
+                return self._step_rows(tensordict, tensordict_in)
         base_env = self.__dict__["_base_env"]
         next_tensordict = base_env._step(tensordict_in)
         base_env._complete_done(next_tensordict)
         return self.transform._step(tensordict, next_tensordict)
+
+    def _step_rows(
+        self, tensordict: TensorDictBase, tensordict_in: TensorDictBase
+    ) -> TensorDictBase:
+        """`_step` of an input whose inverse wrote a ``"_step"`` mask: step the rows it flags."""
+        mask = _row_mask(tensordict_in.pop(_PARTIAL_STEP), tensordict_in.batch_size)
+        base_env = self.__dict__["_base_env"]
+        transform = self.transform
+        if bool(mask.all()):
+            next_tensordict = base_env._step(tensordict_in)
+            base_env._complete_done(next_tensordict)
+            return transform._step(tensordict, next_tensordict)
+        if not bool(mask.any()):
+            # nothing steps: neither the base env nor the transforms (as current torchrl)
+            return placeholder_next(self, tensordict_in)
+        if not self.batch_locked:
+            stepped = base_env._step(tensordict_in[mask])
+            base_env._complete_done(stepped)
+            stepped = transform._step(tensordict[mask], stepped)
+            next_tensordict = placeholder_next(self, tensordict_in)
+            next_tensordict[mask] = stepped
+            return next_tensordict
+        if not base_env._supports_partial_steps:
+            raise NotImplementedError(
+                NO_PARTIAL_STEPS.format(
+                    cls=type(self).__name__,
+                    transform=type(transform).__name__,
+                    rows=mask.nonzero().tolist(),
+                    base=type(base_env).__name__,
+                )
+            )
+        # a batched env reads the mask and fills the other rows itself
+        tensordict_in.set(_PARTIAL_STEP, mask)
+        next_tensordict = base_env._step(tensordict_in)
+        base_env._complete_done(next_tensordict)
+        return transform._step(tensordict, next_tensordict)
 
     def _reset(self, tensordict: TensorDictBase | None = None, **kwargs: Any) -> TensorDictBase:
         if tensordict is not None:
@@ -304,6 +398,75 @@ class TransformedEnv(EnvBase):
         if tensordict is None:
             tensordict = tensordict_reset.empty()
         return transform._reset(tensordict, tensordict_reset)
+
+    # ----------------------------------------------------- hooks of the transforms
+    @property
+    def _post_step_mdp_hooks(
+        self,
+    ) -> Callable[[TensorDictBase, TensorDictBase], tuple[TensorDictBase, TensorDictBase]] | None:
+        """The transforms' post-``step_mdp`` hooks, then the base env's; None when none has one.
+
+        Called as ``transition, root = env._post_step_mdp_hooks(transition, root)`` once
+        `step_mdp` has built ``root`` from ``transition``, by this env's
+        `step_and_maybe_reset` (a collector's loop). Current torchrl's ``rollout`` calls it too;
+        rlcore's rollout does not yet, so `rollout` runs without it (its steps would otherwise
+        differ: rlcore takes the last step with `step`, without `step_mdp`).
+        """
+        if self._specs_need_rebuild():
+            self._build_specs()
+        return self._run_post_step_mdp_hooks if self.__dict__.get("_has_hooks") else None
+
+    def _run_post_step_mdp_hooks(
+        self, tensordict: TensorDictBase, tensordict_: TensorDictBase
+    ) -> tuple[TensorDictBase, TensorDictBase]:
+        tensordict, tensordict_ = self.transform._post_step_mdp_hooks(tensordict, tensordict_)
+        base_hooks = getattr(self.__dict__["_base_env"], "_post_step_mdp_hooks", None)
+        if base_hooks is not None:
+            tensordict, tensordict_ = base_hooks(tensordict, tensordict_)
+        return tensordict, tensordict_
+
+    def step_and_maybe_reset(
+        self, tensordict: TensorDictBase
+    ) -> tuple[TensorDictBase, TensorDictBase]:
+        """`EnvBase.step_and_maybe_reset`, with the post-``step_mdp`` hooks of the transforms
+        (`_post_step_mdp_hooks`) run between `step_mdp` and the reset of done sub-envs."""
+        state = self.__dict__
+        if state.get("_specs_stale"):
+            self._build_specs()
+        if not state.get("_has_hooks") or state.get("_in_rollout"):
+            return super().step_and_maybe_reset(tensordict)
+        device = state["_device"]
+        if device is not None and tensordict.device != device:
+            tensordict = tensordict.to(device)
+        tensordict = self.step(tensordict)
+        tensordict, root = self._run_post_step_mdp_hooks(tensordict, self._step_mdp(tensordict))
+        return tensordict, self.maybe_reset(root)
+
+    def rollout(self, max_steps: int, *args: Any, **kwargs: Any) -> TensorDictBase:
+        """`EnvBase.rollout` (same arguments). The post-``step_mdp`` hooks do not run in it:
+        rlcore's rollout steps the last step without `step_mdp`, so they would leave its steps
+        with different entries."""
+        state = self.__dict__
+        if not state.get("_has_hooks"):
+            return super().rollout(max_steps, *args, **kwargs)
+        state["_in_rollout"] = state.get("_in_rollout", 0) + 1
+        try:
+            return super().rollout(max_steps, *args, **kwargs)
+        finally:
+            state["_in_rollout"] -= 1
+
+    def fake_tensordict(self) -> TensorDictBase:
+        """The fake transition built from the specs, then by `transform_fake_tensordict`."""
+        return self.transform.transform_fake_tensordict(super().fake_tensordict())
+
+    def _check_batched_worker_compat(self) -> None:
+        """Raise if a transform of this env (or of a wrapped `TransformedEnv`) must not run in a
+        batched env's worker (`NextObservationDelta`). For batched envs to call on their sub-envs
+        when built, as torchrl's do (rlbatched does not call it yet)."""
+        self.transform._check_batched_worker_compat()
+        check = getattr(self.__dict__["_base_env"], "_check_batched_worker_compat", None)
+        if check is not None:
+            check()
 
     def _parent_view(self, transform: Transform) -> TransformedEnv:
         """What ``transform`` (this env's transform) sees: the base env, untransformed."""
