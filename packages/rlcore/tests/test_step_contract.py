@@ -139,6 +139,48 @@ def test_steps_and_resets_come_in_the_contracts_key_order():
     assert list(step["next"].keys()) == ["observation", "reward", "done", "terminated"]
 
 
+class ReversedGroupEnv(EnvBase):
+    """A multi-agent-like env whose nested "agents" entries come in the reverse of spec order."""
+
+    def __init__(self):
+        super().__init__()
+        group = Composite(obs=Unbounded((2, 2)), shape=(2,))
+        self.observation_spec = Composite(agents=group)
+        self.reward_spec = Composite(agents=Composite(reward=Unbounded((2, 1)), shape=(2,)))
+        flags = Composite(
+            done=Categorical(2, (2, 1), dtype=torch.bool),
+            terminated=Categorical(2, (2, 1), dtype=torch.bool),
+            shape=(2,),
+        )
+        self.done_spec = Composite(agents=flags)
+        self.action_spec = Composite(agents=Composite(action=Unbounded((2, 1)), shape=(2,)))
+
+    def _out(self, reward: bool) -> TensorDict:
+        agents = {"terminated": torch.zeros(2, 1, dtype=torch.bool)}
+        agents["done"] = torch.zeros(2, 1, dtype=torch.bool)
+        if reward:
+            agents["reward"] = torch.ones(2, 1)
+        agents["obs"] = torch.zeros(2, 2)
+        return TensorDict({"agents": TensorDict(agents, [2])}, [])
+
+    def _reset(self, tensordict):
+        return self._out(reward=False)
+
+    def _step(self, tensordict):
+        return self._out(reward=True)
+
+    def _set_seed(self, seed):
+        return seed
+
+
+def test_nested_levels_come_in_the_contracts_key_order_too():
+    env = ReversedGroupEnv()
+    root = env.reset()
+    assert list(root["agents"].keys()) == ["obs", "done", "terminated"]
+    step = env.step(env.rand_action(root))
+    assert list(step["next", "agents"].keys()) == ["obs", "reward", "done", "terminated"]
+
+
 def test_the_done_rule():
     assert done_from(torch.tensor([True, False]), torch.tensor([False, False])).tolist() == [
         True,

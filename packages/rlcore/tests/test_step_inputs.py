@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 import torch
+from tensordict import TensorDict
 
 from rlcore.step_inputs import unrepresentable
 
@@ -36,3 +39,14 @@ from rlcore.step_inputs import unrepresentable
 )
 def test_unrepresentable(value, dtype, why):
     assert unrepresentable(value, dtype) == why
+
+
+def test_a_one_entry_multi_categorical_takes_labels_with_or_without_their_dim():
+    from rlcore.step_inputs import InputRules
+    from rlspecs import Composite, MultiCategorical
+
+    rules = InputRules({"action": Composite(action=MultiCategorical([5]))}, "Env.step")
+    for shape in ((), (1,)):
+        rules.check(TensorDict({"action": torch.zeros(shape, dtype=torch.int64)}, []))
+    with pytest.raises(ValueError, match=re.escape("has shape (2,), expected (1,)")):
+        rules.check(TensorDict({"action": torch.zeros(2, dtype=torch.int64)}, []))

@@ -3,8 +3,9 @@
 Every path returns the same keys in the same order, whatever order an env's ``_step`` or
 ``_reset`` wrote them in: ``"next"`` holds the observations, then the rewards, then the done
 flags; a reset's output the observations, the done flags, then the state (each group in its
-spec's order, a nested group where its first leaf falls). Entries outside the specs follow, in
-the order they came.
+spec's order, a nested group where its first leaf falls). The same rule orders the entries of
+each nested level (a multi-agent group's observations, rewards, done flags). Entries outside
+the specs follow, in the order they came.
 """
 
 from __future__ import annotations
@@ -16,11 +17,17 @@ from tensordict import TensorDict, TensorDictBase
 from rlspecs import Composite
 from rlspecs.private_apis import td_entries, td_is_locked
 
-__all__ = ["in_order", "root_order"]
+__all__ = ["KeyOrder", "in_order", "root_order"]
 
 
-def root_order(*specs: Composite) -> tuple[str, ...]:
-    """The root keys of ``specs``' entries, in order, each once.
+class KeyOrder(tuple):
+    """The keys of one level, in order, with ``nested``: the order of each nested level's keys."""
+
+    nested: dict[str, KeyOrder]
+
+
+def root_order(*specs: Composite) -> KeyOrder:
+    """The root keys of ``specs``' entries, in order, each once (and so at each nested level).
 
     Examples:
         >>> from rlspecs import Unbounded
@@ -28,13 +35,20 @@ def root_order(*specs: Composite) -> tuple[str, ...]:
         ('obs', 'reward')
     """
     order: dict[str, None] = {}
+    levels: dict[str, list[Composite]] = {}
     for spec in specs:
-        order.update(dict.fromkeys(spec.keys()))
-    return tuple(order)
+        for key, leaf in spec.items():
+            order[key] = None
+            if isinstance(leaf, Composite):
+                levels.setdefault(key, []).append(leaf)
+    keys = KeyOrder(order)
+    keys.nested = {key: root_order(*subs) for key, subs in levels.items()}
+    return keys
 
 
 def in_order(td: TensorDictBase, order: tuple[str, ...]) -> TensorDictBase:
-    """Puts the root entries of ``td`` (a plain, unlocked tensordict) in ``order``, in place.
+    """Puts the entries of ``td`` (a plain, unlocked tensordict) in ``order``, in place (at
+    each nested level too when ``order`` is a ``KeyOrder``).
 
     Examples:
         >>> import torch
@@ -45,6 +59,12 @@ def in_order(td: TensorDictBase, order: tuple[str, ...]) -> TensorDictBase:
     if type(td) is not TensorDict:
         return td
     entries = td_entries(td)
+    nested = getattr(order, "nested", None)
+    if nested:
+        for key, sub in nested.items():
+            child = entries.get(key)
+            if child is not None:
+                in_order(child, sub)
     keys = tuple(entries)
     if keys[: len(order)] == order or td_is_locked(td):
         return td

@@ -40,7 +40,7 @@ from typing import Any
 import torch
 from tensordict import LazyStackedTensorDict, TensorDict, TensorDictBase
 
-from rlspecs import Composite, NonTensor, Stacked, StackedComposite
+from rlspecs import Composite, MultiCategorical, NonTensor, Stacked, StackedComposite
 from rlspecs.private_apis import td_entries
 
 __all__ = [
@@ -121,10 +121,12 @@ class LeafRule:
     """The expected shape and dtype of one leaf, and its role (action, state or observation).
 
     ``free_leading``: any dims may come in front of ``shape`` (an env that is not batch-locked,
-    with an empty batch size, steps any batch).
+    with an empty batch size, steps any batch). ``short``: a shape the spec takes besides its
+    own (a ``MultiCategorical`` of shape ``(1,)`` samples, and accepts, values without its
+    trailing dim, as in torchrl 0.4), or None.
     """
 
-    __slots__ = ("key", "shape", "dtype", "role", "free_leading")
+    __slots__ = ("key", "shape", "dtype", "role", "free_leading", "short")
 
     def __init__(
         self, key: Any, spec: Any, role: str, batch: tuple = (), free_leading: bool = False
@@ -132,11 +134,14 @@ class LeafRule:
         self.key = key
         self.role = role
         self.free_leading = free_leading
+        self.short = None
         if isinstance(spec, NonTensor):
             self.shape = self.dtype = None  # carried as is
         else:
             self.shape = torch.Size((*batch, *spec.shape))
             self.dtype = spec.dtype
+            if isinstance(spec, MultiCategorical) and spec.shape == (1,):
+                self.short = self.shape[:-1]
 
     def accepts(self, value: Any, where: str) -> bool:
         """Whether ``value`` (of another shape or dtype than expected) may be passed on.
@@ -161,7 +166,7 @@ class LeafRule:
         shape = value.shape
         if self.free_leading and len(shape) >= len(self.shape):
             shape = shape[len(shape) - len(self.shape) :]
-        if not _same_shape(shape, self.shape):
+        if not _same_shape(shape, self.shape) and shape != self.short:
             expected = tuple(self.shape)
             if self.free_leading:
                 expected = f"(..., {', '.join(map(str, expected))})"
