@@ -304,3 +304,23 @@ def test_spawned_workers_survive_an_inherited_lazy_legacy_none(monkeypatch):
         assert [batch.batch_size for batch in collector] == [(40,)]
     finally:
         collector.shutdown()
+
+
+def _parallel_counting_env():
+    from rlbatched import ParallelEnv
+
+    return ParallelEnv(2, CountingEnv, mp_start_method="fork")
+
+
+@pytest.mark.parametrize("method", ["fork", "spawn"])
+def test_a_worker_may_run_a_parallel_env_of_its_own(method):
+    """Collector workers are not daemonic (as torchrl 0.4's): each may start a ParallelEnv."""
+    collector = MultiSyncDataCollector(
+        [_parallel_counting_env] * 2, frames_per_batch=8, total_frames=16, mp_start_method=method
+    )
+    try:
+        batches = list(collector)
+    finally:
+        collector.shutdown()
+    assert [batch.numel() for batch in batches] == [8, 8]
+    assert batches[0].batch_size[:1] == (4,)  # 2 workers x 2 sub-envs, concatenated

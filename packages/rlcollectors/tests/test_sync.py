@@ -71,7 +71,8 @@ def test_batches_have_frames_per_batch_frames_and_a_time_dim(batch_size):
 
 
 def test_collection_stops_once_total_frames_are_collected():
-    collector = _ones_collector(frames_per_batch=10, total_frames=25)
+    with pytest.warns(UserWarning, match="5 additional frames will be collected"):
+        collector = _ones_collector(frames_per_batch=10, total_frames=25)
     batches = list(collector)
     assert [b.numel() for b in batches] == [10, 10, 10]
     assert collector.frames == 30

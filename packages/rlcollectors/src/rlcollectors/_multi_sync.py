@@ -27,7 +27,7 @@ from ._options import (
     exploration_from_args,
 )
 from ._split import TRAJ_IDS, split_trajectories
-from ._sync import Policy, SyncDataCollector
+from ._sync import Policy, SyncDataCollector, warn_total_frames_remainder
 
 _NO_ENV_FNS = "create_env_fn must be a non-empty list of env factories (callables), got {value!r}."
 _ENV_NOT_FACTORY = (
@@ -216,6 +216,7 @@ class MultiSyncDataCollector(CollectorBase):
             raise ValueError(_FRAMES_NOT_SPLIT.format(frames=frames_per_batch, n=n))
         if not (cat_results == "stack" or isinstance(cat_results, int)):
             raise ValueError(_BAD_CAT.format(value=cat_results))
+        warn_total_frames_remainder(total_frames, frames_per_batch)
         env_kwargs = self._per_worker_kwargs(create_env_kwargs, n)
 
         self.num_workers = n
@@ -272,6 +273,7 @@ class MultiSyncDataCollector(CollectorBase):
             start_timeout_arg="start_timeout",
             after_loss=AFTER_LOSS,
             preload=("rlcollectors",),  # a fork server's workers start with torch imported
+            daemon=False,  # a worker may run a ParallelEnv (torchrl 0.4's workers may too)
         )
         self._closed = False
         try:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import copy
+import os
+import warnings
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
@@ -35,6 +37,18 @@ _FRAMES_NOT_DIVISIBLE = (
     "frames_per_batch={frames} is not a multiple of the number of envs {numel} "
     "(env.batch_size={batch}); pick a multiple so that every env runs the same number of steps."
 )
+# torchrl 0.4's text, word for word (its sentences run together), so filters written for it match
+_TOTAL_FRAMES_REMAINDER = (
+    "total_frames ({total}) is not exactly divisible by frames_per_batch ({frames})."
+    "This means {extra} additional frames will be collected."
+    "To silence this message, set the environment variable RL_WARNINGS to False."
+)
+_TRUE_WORDS = ("y", "yes", "t", "true", "on", "1")
+_FALSE_WORDS = ("n", "no", "f", "false", "off", "0")
+_BAD_RL_WARNINGS = (
+    "the environment variable RL_WARNINGS={value!r} is not a truth value; expected one of "
+    "{true} (warn) or {false} (silence)."
+)
 _NO_TRUNCATED = (
     "set_truncated was set to True but no truncated key could be found in the environment "
     "(done keys: {keys}). Make sure the truncated keys are properly set using "
@@ -59,6 +73,43 @@ def _leaf(key: NestedKey) -> str:
     return key if isinstance(key, str) else key[-1]
 
 
+def rl_warnings_enabled() -> bool:
+    """Whether torchrl-style advisory warnings are on: the ``RL_WARNINGS`` env variable.
+
+    Read at each call (torchrl 0.4 reads it once, at import); unset means on. Accepts
+    the words torchrl's ``strtobool`` does, in any case.
+    """
+    value = os.environ.get("RL_WARNINGS", "1")
+    if value.lower() in _TRUE_WORDS:
+        return True
+    if value.lower() in _FALSE_WORDS:
+        return False
+    raise ValueError(
+        _BAD_RL_WARNINGS.format(value=value, true=list(_TRUE_WORDS), false=list(_FALSE_WORDS))
+    )
+
+
+def warn_total_frames_remainder(total_frames: int | None, frames_per_batch: int) -> None:
+    """Warns (``UserWarning``, as torchrl 0.4) when whole batches overshoot ``total_frames``.
+
+    Collection stops at the first whole batch that reaches ``total_frames``, so a total that
+    is not a multiple of ``frames_per_batch`` collects ``frames_per_batch - remainder`` more
+    frames. Silent for no limit (``None`` or negative) and under ``RL_WARNINGS=0``. The
+    warning points at the line that built the collector (call this from ``__init__``).
+    """
+    if total_frames is None or total_frames < 0:
+        return
+    remainder = total_frames % frames_per_batch
+    if remainder and rl_warnings_enabled():
+        warnings.warn(
+            _TOTAL_FRAMES_REMAINDER.format(
+                total=total_frames, frames=frames_per_batch, extra=frames_per_batch - remainder
+            ),
+            UserWarning,
+            stacklevel=3,
+        )
+
+
 def _on_device(module: nn.Module, device: torch.device) -> bool:
     tensors = [*module.parameters(), *module.buffers()]
     return all(t.device == device for t in tensors)
@@ -79,7 +130,10 @@ class SyncDataCollector(CollectorBase):
         policy: a callable reading and writing a tensordict (a TensorDict module);
             ``None`` samples random actions from the env's action spec.
         frames_per_batch: frames per yielded batch, a multiple of the env's batch numel.
-        total_frames: frames to collect in all, ``-1`` for no limit.
+        total_frames: frames to collect in all, ``-1`` or ``None`` for no limit. Collection
+            stops after the first whole batch that reaches it: a total that is not a
+            multiple of ``frames_per_batch`` collects more frames, with a ``UserWarning``
+            as in torchrl 0.4 (silenced by the env variable ``RL_WARNINGS=0``).
         device: default for ``env_device``, ``policy_device`` and ``storing_device``.
         storing_device: device of the yielded batches (defaults to the env's device, else CPU).
         env_device: device the env is moved to.
@@ -136,7 +190,7 @@ class SyncDataCollector(CollectorBase):
         policy: Policy | None = None,
         *,
         frames_per_batch: int,
-        total_frames: int = -1,
+        total_frames: int | None = -1,
         device: torch.device | str | None = None,
         storing_device: torch.device | str | None = None,
         env_device: torch.device | str | None = None,
@@ -157,6 +211,7 @@ class SyncDataCollector(CollectorBase):
         self._closed = True  # until the env exists, so shutdown() from a failed init is a no-op
         if not isinstance(frames_per_batch, int) or frames_per_batch <= 0:
             raise ValueError(_BAD_FRAMES_PER_BATCH.format(frames=frames_per_batch))
+        warn_total_frames_remainder(total_frames, frames_per_batch)
         check_reset_when_done(reset_when_done)
         check_postproc(postproc)
         self.init_random_frames: int | float = check_init_random_frames(init_random_frames)
@@ -179,7 +234,7 @@ class SyncDataCollector(CollectorBase):
                 )
             )
         self.frames_per_batch = frames_per_batch
-        self.total_frames = total_frames
+        self.total_frames = -1 if total_frames is None else total_frames
         self._steps = frames_per_batch // numel
         self._time_dim = env.batch_dims
 

@@ -90,6 +90,9 @@ class WorkerPool(PoolFailures):
         spin: whether waiting processes spin briefly before blocking (False: they block at
             once, which suits more processes than cores).
         preload: more modules for the fork server to import (``forkserver`` only).
+        daemon: whether the workers are daemonic (default). A daemonic process cannot start
+            processes of its own: a worker that runs a `ParallelEnv` (a collector's) needs
+            ``daemon=False``. Either way a worker exits when its parent dies.
 
     Examples:
         >>> from rlworkers import WorkerPool, serve
@@ -121,6 +124,7 @@ class WorkerPool(PoolFailures):
         slots: Sequence[int] | None = None,
         spin: bool = True,
         preload: Iterable[str] = (),
+        daemon: bool = True,
     ) -> None:
         # a spawn/forkserver worker re-running an unguarded script gets here: it exits, telling
         # its main process why by its exit status
@@ -172,7 +176,7 @@ class WorkerPool(PoolFailures):
                         target=worker_main,
                         args=(target, link, parent_pid, death_signal, *args),
                         name=name.format(index=index),
-                        daemon=True,
+                        daemon=daemon,
                     )
                     start_process(proc)
                 finally:
