@@ -347,7 +347,11 @@ for _name in _local_packages():
 
 @nox.session(python=PYTHON, allow_parallel=True)
 def tensordict_min(session: nox.Session) -> None:
-    """Every package's tests against the oldest tensordict our packages declare."""
+    """Every package's fast tests against the oldest tensordict our packages declare.
+
+    The ``slow`` tests (spawn and forkserver variants, fresh interpreters) test how processes
+    start, which does not depend on the tensordict version; the package sessions run them.
+    """
     floor = _declared_floor("tensordict")
     _install_local(
         session,
@@ -358,7 +362,7 @@ def tensordict_min(session: nox.Session) -> None:
         drop=("tensordict",),
     )
     session.run("python", "-c", "import tensordict; print('tensordict', tensordict.__version__)")
-    _package_tests(session, _local_packages())
+    _package_tests(session, _local_packages(), "-m", "not slow")
 
 
 # ----------------------------------------------------------------------------- the full venv
