@@ -259,7 +259,6 @@ def test_a_wrongly_shaped_state_raises_naming_the_key_and_both_shapes(request, k
 KNOWN_IGNORING = {
     "serial": IGNORES_ACTION.format(env="SerialEnv"),
     "parallel": IGNORES_ACTION.format(env="ParallelEnv"),
-    "transformed": IGNORES_ACTION.format(env="TransformedEnv"),
 }
 
 
