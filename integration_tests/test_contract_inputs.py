@@ -49,13 +49,6 @@ PARALLEL = ("parallel-step", "parallel-rollout")
 LIBRARY = ("vector-step", "vector-rollout", "envpool-step", "envpool-rollout")
 PATHS = SINGLE + SERIAL + PARALLEL + LIBRARY
 
-IGNORES_ACTION = (
-    "an env that ignores its action (_action_required = False: MockSerialEnv) steps without one "
-    "alone, but {env} of it raises KeyError \"{env}.step: the input has no 'action' entry\": "
-    "the batched and transformed envs require every action leaf whatever their base or sub-envs "
-    "say"
-)
-
 
 def _applies(kind: Kind, path: str) -> bool:
     if path in ("rollout-general", "serial-step-general"):
@@ -67,9 +60,9 @@ def _applies(kind: Kind, path: str) -> bool:
     return True
 
 
-def _cases(kinds: list, known: dict | None = None) -> list:
+def _cases(kinds: list) -> list:
     """``(kind, path, method)`` params: every path that applies to each kind, ParallelEnv's
-    under fork (and spawn for ``SPAWN_KINDS``); ``known`` maps a path to an xfail reason."""
+    under fork (and spawn for ``SPAWN_KINDS``)."""
     out = []
     for param in kinds:
         (kind,) = param.values
@@ -79,12 +72,8 @@ def _cases(kinds: list, known: dict | None = None) -> list:
             parallel = path in PARALLEL
             methods = ["fork", "spawn"] if kind.name in SPAWN_KINDS else ["fork"]
             for method in methods if parallel else [None]:
-                marks = list(param.marks)
-                reason = (known or {}).get(path.split("-")[0])
-                if reason is not None:
-                    marks.append(pytest.mark.xfail(strict=True, raises=KeyError, reason=reason))
                 ids = "-".join(filter(None, (path, param.id, method)))
-                out.append(pytest.param(kind, path, method, id=ids, marks=marks))
+                out.append(pytest.param(kind, path, method, id=ids, marks=param.marks))
     return out
 
 
@@ -256,13 +245,7 @@ def test_a_wrongly_shaped_state_raises_naming_the_key_and_both_shapes(request, k
         _run(env, path, lambda td: td.set(key, bad))
 
 
-KNOWN_IGNORING = {
-    "serial": IGNORES_ACTION.format(env="SerialEnv"),
-    "parallel": IGNORES_ACTION.format(env="ParallelEnv"),
-}
-
-
-@pytest.mark.parametrize(("kind", "path", "method"), _cases(IGNORING, KNOWN_IGNORING))
+@pytest.mark.parametrize(("kind", "path", "method"), _cases(IGNORING))
 def test_an_env_that_ignores_its_action_steps_without_one(request, kind, path, method):
     env = _env(request.config, kind, path, method)
     env.set_seed(7)

@@ -8,7 +8,7 @@ import os
 import time
 
 import torch
-from tensordict import TensorDict, TensorDictBase
+from tensordict import LazyStackedTensorDict, TensorDict, TensorDictBase
 
 from rlbatched import ParallelEnv, SerialEnv
 from rlcore import EnvBase
@@ -265,3 +265,56 @@ class UnsqueezingCountingEnv(CountingEnv):
 
     def _reset(self, tensordict: TensorDictBase | None = None, **kwargs) -> TensorDictBase:
         return super()._reset(tensordict, **kwargs).unsqueeze(0).squeeze(0)
+
+
+class GrowingObsEnv(EnvBase):
+    """Dynamic specs: two rows whose observation ``"obs"`` grows by one entry at each step (row
+    ``i`` has ``count + i + 1`` entries, all equal to ``count``), a lazy stack whose spec stacks
+    the reset shapes lazily (``-1``); the reward is ``count``."""
+
+    def __init__(self, **kwargs):
+        super().__init__(batch_size=(2,), **kwargs)
+        self.count = 0
+        rows = [Composite(obs=Unbounded((size,))) for size in (1, 2)]
+        self.full_observation_spec = torch.stack(rows, 0)
+        self.full_action_spec = Composite(action=Unbounded((2, 1)), shape=(2,))
+        self.full_reward_spec = Composite(reward=Unbounded((2, 1)), shape=(2,))
+
+    def _set_seed(self, seed: int | None) -> None:
+        pass
+
+    def _outputs(self) -> TensorDictBase:
+        rows = [
+            TensorDict(obs=torch.full((self.count + i + 1,), float(self.count))) for i in (0, 1)
+        ]
+        out = LazyStackedTensorDict(*rows, stack_dim=0)
+        out.set("done", torch.zeros(2, 1, dtype=torch.bool))
+        out.set("terminated", torch.zeros(2, 1, dtype=torch.bool))
+        return out
+
+    def _reset(self, tensordict: TensorDictBase | None = None, **kwargs) -> TensorDictBase:
+        self.count = 0
+        return self._outputs()
+
+    def _step(self, tensordict: TensorDictBase) -> TensorDictBase:
+        self.count += 1
+        return self._outputs().set("reward", torch.full((2, 1), float(self.count)))
+
+
+class EmptyInfoEnv(CountingEnv):
+    """A CountingEnv whose observation spec holds an empty Composite, ``("info", "extra")``
+    (``nested``) or ``"info"``."""
+
+    def __init__(self, nested: bool = False, **kwargs):
+        super().__init__(**kwargs)
+        spec = self.full_observation_spec.clone()
+        spec["info"] = Composite(extra=Composite()) if nested else Composite()
+        self.full_observation_spec = spec
+
+
+class RewardCountingEnv(CountingEnv):
+    """A CountingEnv rewarded with its count (so that a placeholder's zero reward shows)."""
+
+    def _step(self, tensordict: TensorDictBase) -> TensorDictBase:
+        out = super()._step(tensordict)
+        return out.set("reward", self.count.to(torch.float32))

@@ -6,7 +6,12 @@ import re
 
 import pytest
 import torch
-from batched_test_envs import FailingCountingEnv, GatedCountingEnv, HangingCountingEnv
+from batched_test_envs import (
+    FailingCountingEnv,
+    GatedCountingEnv,
+    HangingCountingEnv,
+    StartStateEnv,
+)
 from tensordict import TensorDict
 
 from rlcore import EnvClosedError
@@ -90,7 +95,10 @@ def test_min_get_and_env_index_are_validated(make_fork):
     env = make_fork(2, CountingEnv)
     env.reset()
     for bad in ([0, 0], [2, 0], [-1, 0]):
-        with pytest.raises(ValueError, match=re.escape("'env_index' must be a 1-d int64 tensor")):
+        with pytest.raises(
+            ValueError,
+            match=re.escape("sub-env indices in [0, 2)") + ".*got " + re.escape(f"{bad}."),
+        ):
             env.async_step_send(_actions(2, env_index=bad))
     td = _actions(2)
     td["env_index"] = torch.tensor([0, 1], dtype=torch.int32)
@@ -157,3 +165,89 @@ def test_hung_worker_in_async_step(make_fork):
     with pytest.raises(WorkerTimeoutError, match="ParallelEnv worker 1"):
         env.async_step_recv()
     assert env.is_closed
+
+
+# ---------------------------------------------------------------------- asynchronous resets
+@pytest.mark.parametrize("method", ["fork", "spawn"])
+def test_async_reset_of_some_sub_envs(make_kind, method):
+    env = make_kind(method, 3, CountingEnv)
+    env.reset()
+    env.step(_actions(3))
+    env.async_reset_send(env_index=[2, 0])
+    out = env.async_reset_recv(min_get=2)
+    assert out["env_index"].tolist() == [0, 2]
+    assert out["observation"].flatten().tolist() == [0, 0]
+    assert set(out.keys()) == {"observation", "done", "terminated", "env_index"}
+    assert [int(c.item()) for c in env.count] == [0, 1, 0]
+
+
+@pytest.mark.parametrize("use_buffers", [True, False])
+def test_async_reset_reads_the_rows_sent(make_fork, use_buffers):
+    env = make_fork(3, StartStateEnv, use_buffers=use_buffers)
+    env.reset()
+    td = TensorDict({"start": torch.tensor([[4.0], [5.0]])}, [2])
+    td["env_index"] = torch.tensor([1, 2])
+    env.async_reset_send(td)
+    out = env.async_reset_recv(min_get=2)
+    assert out["observation"].flatten().tolist() == [4.0, 5.0]
+
+
+def test_one_sub_env_by_int_env_index(make_fork):
+    env = make_fork(3, CountingEnv)
+    env.reset()
+    one = TensorDict({"action": torch.ones(1, dtype=torch.int8)}, [])  # sub-env 1's own batch
+    env.async_step_send(one, env_index=1)
+    out = env.async_step_recv(env_index=1)
+    assert out["env_index"].tolist() == [1] and out["next", "observation"].tolist() == [[1]]
+
+
+def test_recv_by_env_index_waits_for_those_and_max_get_caps_the_rest(make_fork):
+    env = make_fork(4, CountingEnv)
+    env.reset()
+    env.async_step_send(_actions(4))
+    assert env.async_step_recv(env_index=[3, 1])["env_index"].tolist() == [1, 3]
+    first = env.async_step_recv(min_get=1, max_get=1)["env_index"].tolist()
+    assert len(first) == 1
+    rest = env.async_step_recv(min_get=1)["env_index"].tolist()
+    assert sorted(first + rest) == [0, 2]
+
+
+def test_steps_and_resets_in_flight_are_told_apart(make_fork):
+    env = make_fork(2, CountingEnv)
+    env.reset()
+    env.async_reset_send(env_index=0)
+    with pytest.raises(
+        RuntimeError, match=re.escape("async_step_send: sub-env 0 still has a reset in flight")
+    ):
+        env.async_step_send(_actions(1), env_index=[0])
+    with pytest.raises(RuntimeError, match=re.escape("async_step_recv: no step in flight")):
+        env.async_step_recv()
+    with pytest.raises(ValueError, match=re.escape("env_index [1] names sub-envs with no reset")):
+        env.async_reset_recv(env_index=1)
+    with pytest.raises(ValueError, match=re.escape("max_get must be an int greater than or")):
+        env.async_reset_recv(min_get=1, max_get=0)
+    assert env.async_reset_recv()["env_index"].tolist() == [0]
+
+
+def test_env_index_of_batched_sub_envs_spans_their_dims(make_fork):
+    env = make_fork(3, CountingEnv, create_env_kwargs={"batch_size": (2,)})
+    env.reset()
+    td = TensorDict({"action": torch.ones(2, 2, 1, dtype=torch.int8)}, [2, 2])
+    td["env_index"] = torch.tensor([[2, 2], [0, 0]])
+    env.async_step_send(td)
+    out = env.async_step_recv(min_get=2)
+    assert out["env_index"].tolist() == [[0, 0], [2, 2]]
+    td["env_index"] = torch.tensor([[2, 0], [0, 2]])
+    with pytest.raises(ValueError, match=re.escape("got [[2, 0], [0, 2]]")):
+        env.async_step_send(td)
+
+
+def test_a_closed_env_reopens_on_an_async_reset_of_every_sub_env(make_fork):
+    env = make_fork(2, CountingEnv)
+    env.reset()
+    env.close()
+    with pytest.raises(EnvClosedError, match="a partial reset"):
+        env.async_reset_send(env_index=[0])
+    env.async_reset_send()
+    assert env.async_reset_recv(min_get=2)["observation"].flatten().tolist() == [0, 0]
+    env.step(_actions(2))

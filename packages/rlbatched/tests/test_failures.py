@@ -286,7 +286,7 @@ def test_exception_between_sending_and_reading_gives_no_stale_data(make_kind, me
 
 # ---------------------------------------------------------------------- 6: lost workers
 def test_worker_killed_while_idle_is_named_and_env_reopens(make_kind, method):
-    env = make_kind(method, 3, CountingEnv)
+    env = make_kind(method, 3, CountingEnv, num_processes=3)  # worker i runs sub-env i
     env.reset()
     pids = [proc.pid for proc in env._workers]
     os.kill(pids[1], signal.SIGKILL)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 
 import pytest
@@ -69,9 +70,11 @@ def _rollout(method: str, num_processes: int) -> tuple:
 
 @pytest.mark.parametrize("method", METHODS)
 def test_rollouts_equal_whatever_the_split(method):
-    """Layout, seeding, automatic partial resets and _reset masks: the same for 1/2/4/8 processes."""
-    results = {p: _rollout(method, p) for p in (8, 4, 2, 1)}
-    seed, rollout, reset = results[8]
+    """Layout, seeding, automatic partial resets and _reset masks: the same for 1/2/4/8 processes
+    (under fork; spawn and forkserver, whose workers start slower, compare 2 against 1)."""
+    splits = (8, 4, 2, 1) if method == "fork" else (2, 1)
+    results = {p: _rollout(method, p) for p in splits}
+    seed, rollout, reset = results[splits[0]]
     assert rollout["next", "done"].any()  # partial resets did happen
     assert rollout["next", "reward"].unique().numel() > 8  # seeded, random
     for processes, (other_seed, *tds) in results.items():
@@ -142,10 +145,20 @@ def test_processes_serve_contiguous_sub_envs(make_fork):
     assert env.batch_size == torch.Size([5])
 
 
-def test_default_is_one_process_per_sub_env(make_fork):
-    env = make_fork(3, CountingEnv)
-    env.start()
-    assert env.num_processes == 3 and len(env._workers) == 3
+def test_default_is_one_process_per_sub_env_up_to_the_usable_cores(make_fork, monkeypatch):
+    from rlbatched import _parallel
+
+    for cores, processes in ((8, 3), (2, 2), (1, 1)):
+        monkeypatch.setattr(_parallel, "usable_cpus", lambda cores=cores: cores)
+        env = make_fork(3, CountingEnv)
+        env.start()
+        assert env.num_processes == processes and len(env._workers) == processes
+
+
+def test_usable_cpus_are_this_process_s_affinity():
+    from rlbatched._parallel import usable_cpus
+
+    assert usable_cpus() == len(os.sched_getaffinity(0))
 
 
 @pytest.mark.parametrize("bad", [0, -1, 9, 2.0, "2", True])

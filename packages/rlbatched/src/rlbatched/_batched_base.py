@@ -22,7 +22,7 @@ from rlcore.step_inputs import (
 )
 
 from . import _tensordict_ops
-from ._metadata import EnvMeta, check_schemas
+from ._metadata import EnvMetaData, check_no_empty_specs, check_schemas
 
 SHARE_INDIVIDUAL_TD_ERROR = (
     "share_individual_td must be set to None or True when using multi-task batched "
@@ -56,6 +56,7 @@ MEMMAP_ERROR = (
     "(torchrl 0.4 also refuses memmap with shared_memory); memory-map the collected data "
     "instead, e.g. td.memmap_()."
 )
+USE_BUFFERS_ERROR = "use_buffers must be None, True or False, got {got!r}."
 POLICY_PROOF_WARNING = "policy_proof is ignored (as in torchrl 0.4, which never reads it)."
 NOT_STARTED_ERROR = (
     "{cls} has no attribute {name!r}; sub-env attributes are forwarded only once the "
@@ -77,7 +78,7 @@ def move(td: TensorDictBase, device: torch.device, non_blocking: bool) -> Tensor
     return moved
 
 
-def _spec_keys(meta: EnvMeta, *names: str) -> list:
+def _spec_keys(meta: EnvMetaData, *names: str) -> list:
     keys = []
     for name in names:
         spec = meta.output_spec[name] if name in meta.output_spec.keys() else meta.input_spec[name]
@@ -90,6 +91,22 @@ def _parts(tensordict: TensorDictBase) -> list[TensorDictBase]:
     if isinstance(tensordict, LazyStackedTensorDict) and tensordict.stack_dim == 0:
         return list(tensordict.tensordicts)
     return list(tensordict.unbind(0))
+
+
+def step_rows(mask: torch.Tensor, num_workers: int) -> list[int] | None:
+    """The sub-envs a ``"_step"`` mask asks to step (any of their flags set), or None for all.
+
+    Examples:
+        >>> import torch
+        >>> step_rows(torch.tensor([[True, False], [False, False], [False, True]]), 3)
+        [0, 2]
+        >>> step_rows(torch.ones(2, dtype=torch.bool), 2) is None
+        True
+    """
+    flags = mask.reshape(num_workers, -1).any(-1).tolist()
+    if all(flags):
+        return None
+    return [index for index, flag in enumerate(flags) if flag]
 
 
 class _BatchedInputs:
@@ -150,6 +167,7 @@ class BatchedEnvBase(EnvBase):
         policy_proof: Callable | None = None,
         allow_step_when_done: bool = False,
         non_blocking: bool = False,
+        use_buffers: bool | None = None,
     ):
         if pin_memory:
             raise ValueError(PIN_MEMORY_ERROR)
@@ -159,6 +177,8 @@ class BatchedEnvBase(EnvBase):
             raise ValueError(MEMMAP_ERROR)
         if policy_proof is not None:
             warnings.warn(POLICY_PROOF_WARNING, UserWarning, stacklevel=3)
+        if use_buffers not in (None, True, False):
+            raise TypeError(USE_BUFFERS_ERROR.format(got=use_buffers))
         if num_workers < 1:
             raise ValueError(NUM_WORKERS_ERROR.format(got=num_workers))
         if callable(create_env_fn):
@@ -189,6 +209,9 @@ class BatchedEnvBase(EnvBase):
         self._single_task = single_task
         # the argument; once the metadata are known, whether the buffers are stacked lazily
         self.share_individual_td = share_individual_td
+        # the argument; once the metadata are known, the decision (_set_metadata)
+        self._use_buffers_arg = use_buffers
+        self._use_buffers: bool | None = None
         self._device_arg = self.__dict__["_device"]
         # set by close() (or a lost worker), cleared by reset(): until then, stepping raises
         self._must_reset = False
@@ -197,26 +220,35 @@ class BatchedEnvBase(EnvBase):
         if metas is not None:
             self._set_metadata(metas)
 
-    def _initial_metadata(self, fns: list[Callable], kwargs: list[dict]) -> list[EnvMeta] | None:
+    def _initial_metadata(
+        self, fns: list[Callable], kwargs: list[dict]
+    ) -> list[EnvMetaData] | None:
         """The sub-envs' metadata known at construction, or None (a subclass reads them later).
 
         Here: each distinct factory builds one sub-env in this process, which is read.
         """
-        seen: dict[int, EnvMeta] = {}
+        seen: dict[int, EnvMetaData] = {}
         metas = []
         for fn, kw in zip(fns, kwargs):
             if id(fn) not in seen:
-                seen[id(fn)] = EnvMeta.from_env(fn(**kw))
+                seen[id(fn)] = EnvMetaData.from_env(fn(**kw))
             metas.append(seen[id(fn)])
         return metas
 
-    def _set_metadata(self, metas: list[EnvMeta]) -> None:
+    def _set_metadata(self, metas: list[EnvMetaData]) -> None:
         """Record the sub-envs' metadata: the batch size, device and specs follow from them.
 
         The specs are those of worker 0 expanded to the batch when every worker's are the same,
         else the workers' specs stacked lazily (as the buffers then are, unless
         ``share_individual_td`` says otherwise).
         """
+        distinct = list({id(m): m for m in metas}.values())
+        for other in distinct:
+            check_no_empty_specs(other, type(self).__name__)
+        use_buffers = self._use_buffers_arg
+        if use_buffers is None:
+            use_buffers = not any(other.has_dynamic_specs for other in distinct)
+        self._use_buffers = use_buffers
         meta = metas[0]
         homogeneous = all(other is meta or meta.same_specs(other) for other in metas[1:])
         share = self.share_individual_td
@@ -318,7 +350,7 @@ class BatchedEnvBase(EnvBase):
 
         return self._cache_get(f"batched_input_rules:{','.join(roles)}", compute)
 
-    def _role_spec(self, role: str, meta: EnvMeta | None = None) -> Any:
+    def _role_spec(self, role: str, meta: EnvMetaData | None = None) -> Any:
         name = {
             ACTION: "full_action_spec",
             STATE: "full_state_spec",
@@ -329,6 +361,16 @@ class BatchedEnvBase(EnvBase):
             return getattr(self, name)
         specs = meta.input_spec if role in (ACTION, STATE) else meta.output_spec
         return specs[name]
+
+    @property
+    def _action_required(self) -> bool:
+        # a step needs the action where a sub-env's does (their metadata say; rlcore's contract)
+        def compute() -> bool:
+            if self.__dict__.get("_metas") is None:
+                self._ensure_metadata()  # a ParallelEnv whose workers did not report yet
+            return any(meta.action_required for meta in self._metas)
+
+        return self._cache_get("action_required", compute)
 
     @property
     def _step_inputs(self) -> _BatchedInputs | bool:
@@ -346,7 +388,7 @@ class BatchedEnvBase(EnvBase):
         list of keys per worker.
         """
         where = f"{type(self).__name__}.{phase}"
-        require = phase == "step"
+        require = phase == "step" and self._action_required
         rules = self._input_rules(roles)
         if rules[0] == "flat":
             _, keys, flat = rules
@@ -402,7 +444,20 @@ class BatchedEnvBase(EnvBase):
             self._metas[index], "full_action_spec", "full_state_spec", "full_observation_spec"
         )
 
+    @property
+    def use_buffers(self) -> bool | None:
+        """Whether the sub-envs' data go through buffers laid out once from their specs (None
+        until the specs are known: a ``ParallelEnv`` learns them when its workers start).
+
+        The ``use_buffers`` argument; left unset, True unless a sub-env has dynamic specs
+        (``EnvMetaData.has_dynamic_specs``), as in torchrl. Without buffers, every step and
+        reset stacks the sub-envs' own outputs (densely where they stack, else lazily).
+        """
+        return self._use_buffers
+
     def _stack(self, tds: list[TensorDictBase]) -> TensorDictBase:
+        if not self._use_buffers:
+            return LazyStackedTensorDict.maybe_dense_stack(tds)
         if self._lazy_stack:
             return LazyStackedTensorDict(*tds, stack_dim=0)
         return _tensordict_ops.stack(tds)

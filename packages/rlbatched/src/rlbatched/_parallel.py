@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import os
 import pickle
 import sys
 import weakref
@@ -14,19 +15,21 @@ import torch
 import torch.multiprocessing  # noqa: F401 - registers the reductions that share tensor memory
 from tensordict import LazyStackedTensorDict, TensorDictBase
 
-from rlcore import EnvBase
+from rlcore import EnvBase, placeholder_next
 from rlcore.step_inputs import ACTION, DONE, OBSERVATION, STATE, check_flat, get_many
 from rlworkers import CloudpickleBox, WorkerPool
 
-from ._batched_base import BatchedEnvBase, _parts, move
+from ._batched_base import BatchedEnvBase, _parts, move, step_rows
 from ._lazy_specs import LazySpecsMixin
-from ._metadata import EnvMeta, creator_metadata, metas_from_reports, reporting_workers
+from ._metadata import EnvMetaData, creator_metadata, metas_from_reports, reporting_workers
 from ._parallel_async import AsyncStepsMixin, closes_on_worker_loss
+from ._parallel_direct import DirectStepsMixin
 from ._serial import SerialEnv
 from ._shared import SharedLayout
 from ._tensordict_ops import clone, copy_into
 from ._threads import ThreadBudget
 from ._worker_env import (
+    DIRECT,
     _run_worker_pipe_shared_mem,  # noqa: F401 - replaceable here (tests)
     _worker_entry,
 )
@@ -63,10 +66,11 @@ _SERIAL_KWARGS = (
     "policy_proof",
     "allow_step_when_done",
     "non_blocking",
+    "use_buffers",
 )
 
 
-class ParallelEnv(AsyncStepsMixin, LazySpecsMixin, BatchedEnvBase):
+class ParallelEnv(AsyncStepsMixin, DirectStepsMixin, LazySpecsMixin, BatchedEnvBase):
     """Runs ``num_workers`` envs in worker processes and batches their data.
 
     Each sub-env owns a slice of one shared-memory tensordict
@@ -77,7 +81,15 @@ class ParallelEnv(AsyncStepsMixin, LazySpecsMixin, BatchedEnvBase):
     ``async_step_recv``), yielding the core to any other runnable process, then block, so
     idle workers use no CPU. What
     ``step``, ``reset`` and ``rollout`` return is a copy owned by the caller.
-    ``async_step_send`` / ``async_step_recv`` step sub-envs without waiting for all of them.
+    ``async_step_send`` / ``async_step_recv`` step sub-envs without waiting for all of them
+    (``async_reset_send`` / ``async_reset_recv`` reset them). A ``"_step"`` mask in a step's
+    input steps the flagged sub-envs only; the others give ``rlcore.placeholder_next`` (their
+    input's observations and done flags, a zero reward), as in ``SerialEnv``.
+
+    Without buffers (``use_buffers=False``, the default when a sub-env has dynamic specs), no
+    shared memory is laid out: each step sends every worker its row of the input through its
+    pipe and stacks the tensordicts they return (densely where they stack, else lazily), as
+    for sub-envs whose data change shape between steps.
 
     The main process never runs a sub-env's code: each worker builds its sub-env and reports
     its specs, batch size and device when it starts (only one worker per distinct factory and
@@ -112,10 +124,12 @@ class ParallelEnv(AsyncStepsMixin, LazySpecsMixin, BatchedEnvBase):
             their specs, bind to the shared buffer) before ``WorkerTimeoutError`` names the one
             still silent, phase ``"start"`` (default 300 s: a spawned worker imports torch and
             builds its env, tens of seconds on a loaded machine).
-        num_processes: number of worker processes (default: one per sub-env). Each process
-            runs a contiguous block of sub-envs one after the other (``num_workers`` split as
-            evenly as possible, the first processes taking one more); batch layout, seeding,
-            partial resets and results are the same whatever the split.
+        num_processes: number of worker processes (default: one per sub-env, up to the number
+            of CPU cores this process may run on, ``usable_cpus()``: more processes than cores
+            only take turns, and each turn costs a context switch). Each process runs a
+            contiguous block of sub-envs one after the other (``num_workers`` split as evenly
+            as possible, the first processes taking one more); batch layout, seeding, partial
+            resets and results are the same whatever the split.
         pin_memory: torchrl 0.4's argument (deprecated there); ``True`` raises ``ValueError``.
         memmap: torchrl 0.4's argument; ``True`` raises ``ValueError`` (the buffers are always
             in shared memory).
@@ -126,6 +140,11 @@ class ParallelEnv(AsyncStepsMixin, LazySpecsMixin, BatchedEnvBase):
             off a GPU is still waited for before the data is returned.
         metadata_from_workers: torchrl's argument. The metadata always come from the workers
             here; ``True`` also starts them at construction, as torchrl then does.
+        use_buffers: whether the data go through the shared buffers (default: unless a sub-env
+            has dynamic specs, as in torchrl; see ``use_buffers``). ``True`` with dynamic specs
+            lays the buffers out from the sub-envs' current spec shapes (the seed era's
+            behaviour: each sub-env's data must keep them), where torchrl warns and goes
+            without.
 
     Examples:
         >>> from rlbatched import ParallelEnv
@@ -170,6 +189,7 @@ class ParallelEnv(AsyncStepsMixin, LazySpecsMixin, BatchedEnvBase):
         non_blocking: bool = False,
         start_timeout: float | None = None,
         metadata_from_workers: bool = False,
+        use_buffers: bool | None = None,
     ):
         super().__init__(
             num_workers,
@@ -184,9 +204,10 @@ class ParallelEnv(AsyncStepsMixin, LazySpecsMixin, BatchedEnvBase):
             policy_proof=policy_proof,
             allow_step_when_done=allow_step_when_done,
             non_blocking=non_blocking,
+            use_buffers=use_buffers,
         )
         if num_processes is None:
-            num_processes = num_workers
+            num_processes = min(num_workers, usable_cpus())
         if (
             not isinstance(num_processes, int)
             or isinstance(num_processes, bool)
@@ -204,14 +225,17 @@ class ParallelEnv(AsyncStepsMixin, LazySpecsMixin, BatchedEnvBase):
         self._pool: WorkerPool | None = None
         self._workers: list = []
         self._finalizer: weakref.finalize | None = None
-        self._async: dict[int, tuple[TensorDictBase, int]] = {}  # sub-env -> (its send, row)
+        # sub-env -> (its send, its row in it, "step" or "reset")
+        self._async: dict[int, tuple[TensorDictBase, int, str]] = {}
         self._drop_views()
         self.is_closed = True
         if metadata_from_workers:
             self.start()
 
     # ------------------------------------------------------------------ lifecycle
-    def _initial_metadata(self, fns: list[Callable], kwargs: list[dict]) -> list[EnvMeta] | None:
+    def _initial_metadata(
+        self, fns: list[Callable], kwargs: list[dict]
+    ) -> list[EnvMetaData] | None:
         """An ``EnvCreator``'s metadata; else None: the workers report them when they start."""
         return creator_metadata(fns, kwargs)
 
@@ -277,13 +301,17 @@ class ParallelEnv(AsyncStepsMixin, LazySpecsMixin, BatchedEnvBase):
             replies = pool.gather("start")
             if not known:
                 self._set_metadata(metas_from_reports(fns, kwargs, replies))
-            layout = SharedLayout(self._buffer_template())
-            buffer = layout.allocate()
-            parent = layout.views(buffer)
-            pool.request("start", "bind", payloads=_bind_payloads(buffer, layout, counts))
-            self.shared_tensordict_parent = parent
-            self._sync_cuda = buffer.device.type == "cuda"
-            self._bind_views(parent)
+            self._sync_cuda = False
+            if self._use_buffers:
+                layout = SharedLayout(self._buffer_template())
+                buffer = layout.allocate()
+                parent = layout.views(buffer)
+                pool.request("start", "bind", payloads=_bind_payloads(buffer, layout, counts))
+                self.shared_tensordict_parent = parent
+                self._sync_cuda = buffer.device.type == "cuda"
+                self._bind_views(parent)
+            else:
+                pool.request("start", "bind", DIRECT)
         except BaseException:
             # release the shared buffer now: this frame stays alive in the traceback
             workers = args = buffer = parent = layout = None
@@ -293,8 +321,8 @@ class ParallelEnv(AsyncStepsMixin, LazySpecsMixin, BatchedEnvBase):
 
     def _buffer_template(self) -> TensorDictBase:
         if self._lazy_stack:
-            return LazyStackedTensorDict(*(_zero_td(meta, ()) for meta in self._metas), stack_dim=0)
-        return _zero_td(self._metas[0], (self.num_workers,))
+            return LazyStackedTensorDict(*(meta.zeros(()) for meta in self._metas), stack_dim=0)
+        return self._metas[0].zeros((self.num_workers,))
 
     def _bind_views(self, parent: TensorDictBase) -> None:
         """Cache the views of the shared tensordict that each call reads or writes."""
@@ -370,18 +398,47 @@ class ParallelEnv(AsyncStepsMixin, LazySpecsMixin, BatchedEnvBase):
         return seed
 
     # ------------------------------------------------------------------ data path
+    # a "_step" mask steps the flagged sub-envs only (rlcore._partial_steps), as in SerialEnv
+    _supports_partial_steps = True
+
     @closes_on_worker_loss
     def _step(self, tensordict: TensorDictBase) -> TensorDictBase:
         self._refuse_if_async("step")
         self._check_batch(tensordict)
         self._open_for_step()
+        rows = None
+        mask = tensordict.get("_step", None)
+        if mask is not None:
+            tensordict = tensordict.exclude("_step")
+            rows = step_rows(mask, self.num_workers)
+        if not self._use_buffers:
+            return self._step_direct(tensordict, rows)
         pool = self._pool
         with torch.no_grad():
             pool.sync()  # an interrupted exchange is finished before the inputs are overwritten
             skipped = self._write_inputs(tensordict, "step")
-            self._send_steps(range(self.num_workers), skipped, "step")
-            pool.gather("step")
-            return self._read(self._next_view)
+            self._send_steps(range(self.num_workers) if rows is None else rows, skipped, "step")
+            pool.gather("step", rows)
+            out = self._read(self._next_view)
+            if rows is not None:
+                out = self._placeholders_into(out, tensordict, rows)
+            return out
+
+    def _placeholders_into(
+        self, out: TensorDictBase, tensordict: TensorDictBase, rows: list[int]
+    ) -> TensorDictBase:
+        """``out`` with the rows not in ``rows`` (sub-envs that did not step) replaced by
+        ``rlcore.placeholder_next`` of their input."""
+        idle = [index for index in range(self.num_workers) if index not in rows]
+        placeholder = placeholder_next(self, tensordict)
+        if isinstance(out, LazyStackedTensorDict):
+            parts = list(out.tensordicts)
+            for index in idle:
+                parts[index] = placeholder[index]
+            return LazyStackedTensorDict(*parts, stack_dim=out.stack_dim)
+        at = torch.tensor(idle, dtype=torch.int64)
+        out[at] = placeholder[at].to(out.device) if out.device is not None else placeholder[at]
+        return out
 
     def _step_proc_data(self, next_td: TensorDictBase) -> TensorDictBase:
         # the workers already post-processed their env's output (done completion, reward
@@ -397,6 +454,10 @@ class ParallelEnv(AsyncStepsMixin, LazySpecsMixin, BatchedEnvBase):
         self._open_for_reset(masks)
         pool = self._pool
         needs = self._workers_to_reset(masks)
+        if not self._use_buffers:
+            out = self._reset_direct(tensordict, needs, kwargs)
+            self._must_reset = False
+            return out
         with torch.no_grad():
             pool.sync()
             skipped = None
@@ -425,7 +486,7 @@ class ParallelEnv(AsyncStepsMixin, LazySpecsMixin, BatchedEnvBase):
         """
         plan = self._plans.get(phase) or self._plan(phase)
         where = f"ParallelEnv.{where or phase}"
-        require = phase == "step"
+        require = phase == "step" and self._action_required
         if plan[0] == "flat":
             _, keys, rules, dsts = plan
             values = get_many(tensordict, keys)
@@ -496,6 +557,20 @@ def _bind_payloads(buffer: torch.Tensor, layout: SharedLayout, counts: list[int]
     return payloads
 
 
+def usable_cpus() -> int:
+    """The number of CPU cores this process may run on (its affinity mask where the OS has
+    one, else the machine's count): ``ParallelEnv``'s default cap on ``num_processes``.
+
+    Examples:
+        >>> usable_cpus() >= 1
+        True
+    """
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # no affinity masks (macOS, Windows)
+        return max(1, os.cpu_count() or 1)
+
+
 def split_evenly(num_workers: int, num_processes: int) -> list[int]:
     """How many sub-envs each process runs: as even as possible, the first ones take more.
 
@@ -505,16 +580,3 @@ def split_evenly(num_workers: int, num_processes: int) -> list[int]:
     """
     size, extra = divmod(num_workers, num_processes)
     return [size + (process < extra) for process in range(num_processes)]
-
-
-def _zero_td(meta, batch: tuple) -> TensorDictBase:
-    """Zeros for every key a worker reads or writes: root inputs and outputs, and ``next``."""
-    out, inp = meta.output_spec, meta.input_spec
-    root = out["full_observation_spec"].zero(batch)
-    for spec in (out["full_done_spec"], inp["full_state_spec"], inp["full_action_spec"]):
-        root.update(spec.zero(batch))
-    nxt = out["full_observation_spec"].zero(batch)
-    nxt.update(out["full_reward_spec"].zero(batch))
-    nxt.update(out["full_done_spec"].zero(batch))
-    root.set("next", nxt)
-    return root

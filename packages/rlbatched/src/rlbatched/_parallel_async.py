@@ -1,51 +1,46 @@
-"""ParallelEnv's asynchronous steps: ``async_step_send`` and ``async_step_recv`` (a mixin).
+"""ParallelEnv's asynchronous steps and resets: ``async_step_send``/``async_step_recv`` and
+``async_reset_send``/``async_reset_recv`` (a mixin).
 
-Some sub-envs step while the caller goes on; ``async_step_recv`` returns those that are ready.
-The inputs are checked and written as ``step`` writes them (``_write_inputs``, or
-``_write_rows`` for the rows named by ``"env_index"``), the same one-byte flag wakes a worker,
-and a worker that fails is reported as by ``step``. Also here: ``closes_on_worker_loss``, the
-guard of every ParallelEnv call that talks to the workers.
+Some sub-envs step (or reset) while the caller goes on; the ``recv`` call returns those that
+are ready. The inputs are checked and written as ``step`` and ``reset`` write them
+(``_write_inputs``, or ``_write_rows`` for the rows named by ``"env_index"``), the same
+one-byte flag wakes a stepping worker, and a worker that fails is reported as by ``step``.
+Without buffers (``use_buffers=False``) each row goes through its worker's pipe and the
+replies are the results. Also here: ``closes_on_worker_loss``, the guard of every ParallelEnv
+call that talks to the workers.
 """
 
 from __future__ import annotations
 
 import copy
 import functools
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import torch
-from tensordict import LazyStackedTensorDict, TensorDictBase
+from tensordict import TensorDictBase
 
-from rlcore.step_inputs import check_flat, get_many
+from rlcore.step_inputs import ACTION, DONE, OBSERVATION, STATE, check_flat, get_many
 
-from ._batched_base import move
-from ._tensordict_ops import cat, take_rows
+from ._async_rows import (
+    ASYNC_BUSY,
+    ASYNC_PENDING,
+    ENV_INDEX,
+    RESET_KIND,
+    STEP_KIND,
+    async_rows,
+    index_entry,
+    recv_plan,
+    rows_index,
+    sent_rows,
+)
+from ._batched_base import _parts, move
+from ._tensordict_ops import take_rows
 from ._worker_env import STEP
 
 __all__ = ["AsyncStepsMixin", "closes_on_worker_loss"]
 
-ENV_INDEX = "env_index"
-ASYNC_BUSY = (
-    "ParallelEnv.async_step_send: sub-env {index} still has a step in flight; receive it with "
-    "async_step_recv() before sending it another action."
-)
-ASYNC_NOTHING = (
-    "ParallelEnv.async_step_recv: no step in flight; send actions with async_step_send() first."
-)
-ASYNC_MIN_GET = (
-    "ParallelEnv.async_step_recv: min_get must be an int between 1 and the number of sub-envs "
-    "in flight ({in_flight}), got {got!r}."
-)
-ASYNC_PENDING = (
-    "ParallelEnv.{where}: sub-envs {indices} have asynchronous steps in flight "
-    "(async_step_send); receive them with async_step_recv() first."
-)
-BAD_ENV_INDEX = (
-    "ParallelEnv.async_step_send: {key!r} must be a 1-d int64 tensor of distinct sub-env "
-    "indices in [0, {num_workers}) with one entry per row of the tensordict (batch {batch}), "
-    "got {got}."
-)
+ROLES = {STEP_KIND: (ACTION, STATE, OBSERVATION), RESET_KIND: (ACTION, STATE, OBSERVATION, DONE)}
 
 
 def closes_on_worker_loss(method: Callable) -> Callable:
@@ -64,21 +59,26 @@ def closes_on_worker_loss(method: Callable) -> Callable:
 
 
 class AsyncStepsMixin:
-    """``ParallelEnv``'s asynchronous stepping (see the module docstring)."""
+    """``ParallelEnv``'s asynchronous steps and resets (see the module docstring)."""
 
     def _refuse_if_async(self, where: str) -> None:
         if self._async:
-            raise RuntimeError(ASYNC_PENDING.format(where=where, indices=sorted(self._async)))
+            raise RuntimeError(
+                ASYNC_PENDING.format(where=f"ParallelEnv.{where}", indices=sorted(self._async))
+            )
 
     @closes_on_worker_loss
-    def async_step_send(self, tensordict: TensorDictBase) -> None:
+    def async_step_send(
+        self, tensordict: TensorDictBase, env_index: int | Sequence[int] | None = None
+    ) -> None:
         """Start a step of some sub-envs without waiting for it; ``async_step_recv`` reads it.
 
-        ``tensordict`` holds the actions of every sub-env (batch ``[num_workers]``), or of the
-        rows named by its int64 ``"env_index"`` entry (shape ``[k]``, batch ``[k]``). Inputs are
-        checked as by ``step``. A sub-env whose last step was not received yet is refused
-        (``RuntimeError`` naming it); ``step``, ``reset`` and ``set_seed`` are refused while
-        any step is in flight.
+        ``tensordict`` holds the actions of every sub-env (batch ``[num_workers, ...]``), or of
+        the rows named by ``env_index`` (a list: batch ``[k, ...]``; an int: one sub-env's
+        data, its own batch size) or, failing that, by its int64 ``"env_index"`` entry (shape
+        ``[k]``, or ``[k, *sub_env_batch]`` repeating each index). Inputs are checked as by
+        ``step``. A sub-env with a step or reset not received yet is refused (``RuntimeError``
+        naming it); ``step``, ``reset`` and ``set_seed`` are refused while anything is in flight.
 
         Examples:
             >>> import torch
@@ -96,28 +96,153 @@ class AsyncStepsMixin:
             [0, 1]
             >>> env.close()
         """
-        env_index = tensordict.get(ENV_INDEX, None)
-        if env_index is None:
-            self._check_batch(tensordict)
-            rows = list(range(self.num_workers))
-            tensordict = tensordict.copy()  # later edits of the caller's tensordict are not seen
-        else:
-            rows = self._check_env_index(env_index, tensordict)
-            tensordict = tensordict.exclude(ENV_INDEX)
+        self._async_send(tensordict, env_index, STEP_KIND)
+
+    @closes_on_worker_loss
+    def async_reset_send(
+        self,
+        tensordict: TensorDictBase | None = None,
+        env_index: int | Sequence[int] | None = None,
+    ) -> None:
+        """Start a reset of some sub-envs without waiting for it; ``async_reset_recv`` reads it.
+
+        The sub-envs are named as in ``async_step_send`` (every one when neither ``env_index``
+        nor an ``"env_index"`` entry says otherwise); ``tensordict``, when given, holds their
+        reset inputs (checked as by ``reset``), ``"_reset"`` entries included.
+
+        Examples:
+            >>> from rlbatched import ParallelEnv
+            >>> from rlmocks import CountingEnv
+            >>> env = ParallelEnv(3, CountingEnv, mp_start_method="fork")
+            >>> env.async_reset_send(env_index=[2, 0])
+            >>> out = env.async_reset_recv(min_get=2)
+            >>> out["env_index"].tolist(), out["observation"].flatten().tolist()
+            ([0, 2], [0, 0])
+            >>> env.close()
+        """
+        self._async_send(tensordict, env_index, RESET_KIND)
+
+    @closes_on_worker_loss
+    def async_step_recv(
+        self,
+        min_get: int = 1,
+        env_index: int | Sequence[int] | None = None,
+        *,
+        max_get: int | None = None,
+    ) -> TensorDictBase:
+        """Wait until ``min_get`` sub-envs sent to have stepped; return every one that has.
+
+        The result has batch ``[k]`` (``k >= min_get``; ``k <= max_get`` when given, the lowest
+        indices first), one row per sub-env, in ascending order of its int64 ``"env_index"``
+        entry: what ``step`` returns for those rows (the tensordict sent, less
+        ``"env_index"``, with the step's outputs under ``"next"``); rows of sends with
+        different entries come as a lazy stack, each row with its own. ``env_index`` waits for
+        those sub-envs exactly (``min_get`` is then ignored). The other sub-envs stay in
+        flight. Sub-envs that share a process (``num_processes < num_workers``) are stepped one
+        after the other, in index order, so they tend to become ready together, a process's
+        block at a time. A sub-env that raised is no longer in flight; its error is raised.
+        ``RuntimeError`` when nothing is in flight.
+
+        Examples:
+            >>> import torch
+            >>> from rlbatched import ParallelEnv
+            >>> from rlmocks import CountingEnv
+            >>> env = ParallelEnv(2, CountingEnv, mp_start_method="fork")
+            >>> td = env.reset()
+            >>> td["action"] = torch.ones(2, 1, dtype=torch.int8)
+            >>> env.async_step_send(td)
+            >>> out = env.async_step_recv(min_get=2)
+            >>> out.batch_size, out["env_index"].tolist()
+            (torch.Size([2]), [0, 1])
+            >>> env.close()
+        """
+        return self._async_recv(STEP_KIND, min_get, env_index, max_get)
+
+    @closes_on_worker_loss
+    def async_reset_recv(
+        self,
+        min_get: int = 1,
+        env_index: int | Sequence[int] | None = None,
+        *,
+        max_get: int | None = None,
+    ) -> TensorDictBase:
+        """Wait until ``min_get`` sub-envs sent a reset have reset; return every one that has.
+
+        As ``async_step_recv``; each row is what ``reset`` returns for that sub-env
+        (observations, done flags and state), with its ``"env_index"``.
+
+        Examples:
+            >>> from rlbatched import ParallelEnv
+            >>> from rlmocks import CountingEnv
+            >>> env = ParallelEnv(2, CountingEnv, mp_start_method="fork")
+            >>> env.async_reset_send()
+            >>> env.async_reset_recv(env_index=1)["env_index"].tolist()
+            [1]
+            >>> env.async_reset_recv()["env_index"].tolist()
+            [0]
+            >>> env.close()
+        """
+        return self._async_recv(RESET_KIND, min_get, env_index, max_get)
+
+    # ------------------------------------------------------------------ sending
+    def _async_send(self, tensordict: TensorDictBase | None, env_index: Any, kind: str) -> None:
+        where = f"ParallelEnv.async_{kind}_send"
+        tensordict, rows = async_rows(tensordict, env_index, self.batch_size, where)
         for index in rows:
             if index in self._async:
-                raise RuntimeError(ASYNC_BUSY.format(index=index))
-        self._open_for_step()
+                busy = self._async[index][2]
+                raise RuntimeError(ASYNC_BUSY.format(where=where, index=index, kind=busy))
+        whole = len(rows) == self.num_workers
+        if kind == STEP_KIND:
+            self._open_for_step()
+        else:  # a closed env reopens on a reset of every sub-env only
+            flags = torch.tensor([index in rows for index in range(self.num_workers)])
+            self._open_for_reset(None if whole else {"_reset": flags})
         pool = self._pool
         with torch.no_grad():
             pool.sync(rows)  # an interrupted exchange is finished before the inputs are overwritten
-            if env_index is None:
-                skipped = self._write_inputs(tensordict, "step", "async_step_send")
+            if kind == STEP_KIND and not self._use_buffers:
+                self._check_rows(tensordict, rows, kind, where)
+                for index, part in zip(rows, _parts(tensordict)):
+                    pool.send(index, "step_td", self._to_env(part, index), where)
+            elif kind == STEP_KIND:
+                if whole and rows == sorted(rows):
+                    skipped = self._write_inputs(tensordict, "step", f"async_{kind}_send")
+                else:
+                    skipped = self._write_rows(tensordict, rows, kind, where)
+                self._send_steps(rows, skipped, where)
             else:
-                skipped = self._write_rows(tensordict, rows)
-            self._send_steps(rows, skipped, "async_step_send")
+                self._send_resets(tensordict, rows, where)
+                if whole:
+                    self._must_reset = False
         for position, index in enumerate(rows):
-            self._async[index] = (tensordict, position)
+            self._async[index] = (tensordict, position, kind)
+
+    def _send_resets(self, tensordict: TensorDictBase | None, rows: list[int], where: str) -> None:
+        """Start a reset of the sub-envs ``rows`` on their rows of ``tensordict`` (if any)."""
+        pool = self._pool
+        parts = [None] * len(rows) if tensordict is None else _parts(tensordict)
+        if not self._use_buffers:
+            if tensordict is not None:
+                self._check_rows(tensordict, rows, RESET_KIND, where)
+            for index, part in zip(rows, parts):
+                part = None if part is None else self._to_env(part, index)
+                pool.send(index, "reset_td", (part, {}), where)
+            return
+        skipped = None
+        if tensordict is not None:
+            skipped = self._write_rows(tensordict, rows, RESET_KIND, where)
+            skipped = skipped or [[] for _ in range(self.num_workers)]
+        for index, part in zip(rows, parts):
+            masks = None
+            if part is not None:
+                masks = {
+                    key: part.get(key).cpu().numpy()
+                    for key in self.reset_keys
+                    if part.get(key, None) is not None
+                } or None
+            keys = None if skipped is None else skipped[index]
+            pool.send(index, "reset", (masks, {}, keys), where)
 
     def _send_steps(self, rows: Iterable[int], skipped: list | None, phase: str) -> None:
         """Start a step of the sub-envs ``rows``, each leaving out its ``skipped`` input keys.
@@ -141,38 +266,51 @@ class AsyncStepsMixin:
         elif flagged:
             pool.broadcast(STEP, phase, flagged)
 
-    def _check_env_index(self, env_index: Any, tensordict: TensorDictBase) -> list[int]:
-        batch = tuple(tensordict.batch_size)
-        got = f"{type(env_index).__name__}"
-        if isinstance(env_index, torch.Tensor):
-            got = f"shape {tuple(env_index.shape)}, dtype {env_index.dtype}"
-            if (
-                env_index.dtype == torch.int64
-                and env_index.dim() == 1
-                and batch[:1] == tuple(env_index.shape)
-            ):
-                rows = env_index.tolist()
-                if len(set(rows)) == len(rows) and all(0 <= i < self.num_workers for i in rows):
-                    return rows
-                got = f"{rows}"
-        raise ValueError(
-            BAD_ENV_INDEX.format(key=ENV_INDEX, num_workers=self.num_workers, batch=batch, got=got)
-        )
+    def _check_rows(
+        self, tensordict: TensorDictBase, rows: list[int], kind: str, where: str
+    ) -> list | None:
+        """Check the rows of ``tensordict`` (sub-envs ``rows``) as ``step``/``reset`` checks a
+        whole input; return, per worker, the keys that are not passed on (or None)."""
+        rules = self._input_rules(ROLES[kind])
+        require = kind == STEP_KIND and self._action_required
+        if rules[0] == "flat":
+            _, keys, flat = rules
+            rules = self._row_rules(flat, kind, len(rows))
+            skipped = check_flat(rules, get_many(tensordict, keys), where, require)
+            if skipped is None:
+                return None
+            return [[keys[index] for index in skipped]] * self.num_workers
+        per_worker: list = [[] for _ in range(self.num_workers)]
+        for index, part in zip(rows, _parts(tensordict)):
+            per_worker[index] = rules[1][index].check(part, where, require)
+        return per_worker if any(per_worker) else None
 
-    def _write_rows(self, tensordict: TensorDictBase, rows: list[int]) -> list | None:
-        """``_write_inputs`` for the sub-envs ``rows`` (the rows of ``tensordict``, in order)."""
-        plan = self._plans.get("step") or self._plan("step")
-        where = "ParallelEnv.async_step_send"
+    def _row_rules(self, rules: list, kind: str, count: int) -> list:
+        row_rules = self._plans.get(("rows", kind, count))
+        if row_rules is None:
+            row_rules = self._plans[("rows", kind, count)] = _rules_for_rows(rules, count)
+        return row_rules
+
+    def _write_rows(
+        self, tensordict: TensorDictBase, rows: list[int], kind: str, where: str
+    ) -> list | None:
+        """``_write_inputs`` for the sub-envs ``rows`` (the rows of ``tensordict``, in order).
+
+        For a reset, the inputs not given are zeroed in those rows (as ``reset`` zeroes them).
+        """
+        phase = kind
+        plan = self._plans.get(phase) or self._plan(phase)
+        require = kind == STEP_KIND and self._action_required
         if plan[0] == "flat":
             _, keys, rules, dsts = plan
             values = get_many(tensordict, keys)
-            row_rules = self._plans.get(("rows", len(rows)))
-            if row_rules is None:
-                row_rules = self._plans[("rows", len(rows))] = _rules_for_rows(rules, len(rows))
-            skipped = check_flat(row_rules, values, where, True)
+            skipped = check_flat(self._row_rules(rules, kind, len(rows)), values, where, require)
+            at = rows_index(tuple(rows))
             for index in skipped or ():
                 values[index] = None
-            at = _rows_index(tuple(rows))
+                if kind == RESET_KIND:
+                    dst = dsts[index]
+                    dst.index_fill_(0, at.to(dst.device), 0)
             for dst, value in zip(dsts, values):
                 if value is not None:
                     # index_copy_ is dst[at] = value without advanced indexing's overhead
@@ -186,54 +324,29 @@ class AsyncStepsMixin:
         per_worker: list = [[] for _ in range(self.num_workers)]
         for position, index in enumerate(rows):
             src, dst = tensordict[position], dsts[index]
-            skipped = trees[index].check(src, where, True)
+            skipped = trees[index].check(src, where, require)
             keep = [key for key in dst.keys(True, True) if key not in skipped]
             if keep:
                 dst.update_(src.select(*keep, strict=False))
+            if kind == RESET_KIND:
+                for key in skipped:
+                    if key in dst.keys(True, True):
+                        dst.get(key).zero_()
             per_worker[index] = skipped
         if self._sync_cuda:
             torch.cuda.synchronize(self.shared_tensordict_parent.device)
         return per_worker if any(per_worker) else None
 
-    @closes_on_worker_loss
-    def async_step_recv(self, min_get: int = 1) -> TensorDictBase:
-        """Wait until ``min_get`` sub-envs sent to have stepped; return every one that has.
-
-        The result has batch ``[k]`` (``k >= min_get``), one row per sub-env, in ascending
-        order of its int64 ``"env_index"`` entry: what ``step`` returns for those rows (the
-        tensordict sent, less ``"env_index"``, with the step's outputs under ``"next"``); rows
-        of sends with different entries come as a lazy stack, each row with its own.
-        The other sub-envs stay in flight. Sub-envs that share a process
-        (``num_processes < num_workers``) are stepped one after the other, in index order,
-        so they tend to become ready together, a process's block at a time. A sub-env that
-        raised is no longer in flight; its error is raised. ``RuntimeError`` when nothing is
-        in flight.
-
-        Examples:
-            >>> import torch
-            >>> from rlbatched import ParallelEnv
-            >>> from rlmocks import CountingEnv
-            >>> env = ParallelEnv(2, CountingEnv, mp_start_method="fork")
-            >>> td = env.reset()
-            >>> td["action"] = torch.ones(2, 1, dtype=torch.int8)
-            >>> env.async_step_send(td)
-            >>> out = env.async_step_recv(min_get=2)
-            >>> out.batch_size, out["env_index"].tolist()
-            (torch.Size([2]), [0, 1])
-            >>> env.close()
-        """
-        if not self._async:
-            raise RuntimeError(ASYNC_NOTHING)
-        in_flight = sorted(self._async)
-        if (
-            not isinstance(min_get, int)
-            or isinstance(min_get, bool)
-            or not 1 <= min_get <= len(in_flight)
-        ):
-            raise ValueError(ASYNC_MIN_GET.format(in_flight=len(in_flight), got=min_get))
+    # ------------------------------------------------------------------ receiving
+    def _async_recv(
+        self, kind: str, min_get: int, env_index: Any, max_get: int | None
+    ) -> TensorDictBase:
+        where = f"ParallelEnv.async_{kind}_recv"
+        in_flight = sorted(index for index, sent in self._async.items() if sent[2] == kind)
+        in_flight, min_get, max_get = recv_plan(in_flight, kind, min_get, env_index, max_get, where)
         pool = self._pool
         try:
-            ready = sorted(pool.gather_ready("async_step_recv", in_flight, min_get))
+            replies = pool.gather_ready(where, in_flight, min_get, max_get)
         except BaseException:
             if pool.alive:  # failed sub-envs were read: they are no longer in flight
                 pending = set(pool.pending)
@@ -241,42 +354,34 @@ class AsyncStepsMixin:
                     if index not in pending:
                         del self._async[index]
             raise
-        groups: dict[int, tuple[TensorDictBase, list, list]] = {}
-        for index in ready:
-            sent, position = self._async.pop(index)
-            group = groups.setdefault(id(sent), (sent, [], []))
-            group[1].append(position)
-            group[2].append(index)
-        order = [index for _, _, indices in groups.values() for index in indices]
-        parts = []
-        for sent, positions, _ in groups.values():
-            whole = positions == list(range(sent.shape[0]))
-            parts.append(sent.copy() if whole else take_rows(sent, _rows_index(tuple(positions))))
-        out = parts[0] if len(parts) == 1 else cat(parts)
-        if out is None:  # sends with different entries: each row keeps its own (a lazy stack)
-            out = LazyStackedTensorDict.lazy_stack(
-                [row for part in parts for row in part.unbind(0)]
-            )
-        if order != ready:
-            out = take_rows(out, _rows_index(tuple(order)).argsort())
-        if len(ready) == self.num_workers:
-            nxt = self._read(self._next_view)
-        else:  # the rows are copied out of the shared buffer here: no second copy
-            nxt = take_rows(self._next_view, _rows_index(tuple(ready)))
-            if self.device is not None and nxt.device != self.device:
-                nxt = move(nxt, self.device, self.non_blocking)
-        preset = out.get("next", None)
-        if preset is not None:
-            nxt.update(preset.exclude(*nxt.keys(True, True)))
-        out.set("next", nxt)
-        out.set(ENV_INDEX, torch.tensor(ready, dtype=torch.int64, device=out.device))
+        ready = sorted(replies)
+        sent = [self._async.pop(index) for index in ready]
+        if not self._use_buffers:
+            results = self._stack([self._to_out(replies[index]) for index in ready])
+        elif kind == STEP_KIND:
+            results = self._rows_of(self._next_view, ready)
+        else:
+            results = self._rows_of(self._reset_view, ready)
+        if kind == STEP_KIND:
+            out = sent_rows(sent, ready)
+            preset = out.get("next", None)
+            if preset is not None:
+                results.update(preset.exclude(*results.keys(True, True)))
+            out.set("next", results)
+        else:
+            out = results
+        out.set(ENV_INDEX, index_entry(ready, self.batch_size, out.device))
         return out
 
-
-@functools.lru_cache(maxsize=1024)
-def _rows_index(rows: tuple[int, ...]) -> torch.Tensor:
-    """``torch.tensor(rows)``, made once per tuple (an index only: never written to)."""
-    return torch.tensor(rows, dtype=torch.int64)
+    def _rows_of(self, view: TensorDictBase, ready: list[int]) -> TensorDictBase:
+        """A copy of the rows ``ready`` of a shared view, on the env's device."""
+        if len(ready) == self.num_workers:
+            return self._read(view)
+        # the rows are copied out of the shared buffer here: no second copy
+        out = take_rows(view, rows_index(tuple(ready)))
+        if self.device is not None and out.device != self.device:
+            out = move(out, self.device, self.non_blocking)
+        return out
 
 
 def _rules_for_rows(rules: list, rows: int) -> list:

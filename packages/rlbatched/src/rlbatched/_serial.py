@@ -31,6 +31,10 @@ class SerialEnv(BatchedEnvBase):
     into the batched tensors (``rlbatched._serial_steppers``), with the same results as the
     general path, which stacks one tensordict per sub-env and runs for anything else.
 
+    ``use_buffers=False`` (the default for sub-envs with dynamic specs) leaves the stepper path
+    out and stacks the sub-envs' outputs as they come: densely where they stack, else lazily
+    (sub-envs whose data change shape between steps).
+
     Arguments are ``ParallelEnv``'s, less those about processes (see its docstring).
 
     Examples:
@@ -56,6 +60,7 @@ class SerialEnv(BatchedEnvBase):
         policy_proof: Callable | None = None,
         allow_step_when_done: bool = False,
         non_blocking: bool = False,
+        use_buffers: bool | None = None,
     ):
         super().__init__(
             num_workers,
@@ -70,6 +75,7 @@ class SerialEnv(BatchedEnvBase):
             policy_proof=policy_proof,
             allow_step_when_done=allow_step_when_done,
             non_blocking=non_blocking,
+            use_buffers=use_buffers,
         )
         self._envs: list[EnvBase] | None = None
         self._reset_templates: list[TensorDictBase] | None = None
@@ -95,7 +101,7 @@ class SerialEnv(BatchedEnvBase):
             for env in envs
         ]
         self._stepped = None
-        if self._steppers_allowed and not self._lazy_stack:
+        if self._steppers_allowed and self._use_buffers and not self._lazy_stack:
             self._stepped = SteppedBatch.build(self, envs)
 
     def _current_stepped(self) -> SteppedBatch | None:
@@ -181,7 +187,7 @@ class SerialEnv(BatchedEnvBase):
         tds = tensordict.unbind(0) if tensordict is not None else [None] * self.num_workers
         if self._reset_templates is None:
             self._reset_keys_out = [self._reset_output_keys(i) for i in range(self.num_workers)]
-            self._reset_templates = [self._zero_reset_td(meta) for meta in self._metas]
+            self._reset_templates = [meta.reset_zeros() for meta in self._metas]
         outs = []
         index = 0
         try:
@@ -203,19 +209,12 @@ class SerialEnv(BatchedEnvBase):
         return self._to_out_device(self._stack(outs))
 
     def _template_device(self) -> torch.device | None:
-        """The device of the zero templates the rows not reset take (``_zero_reset_td``)."""
+        """The device of the zero templates the rows not reset take (``reset_zeros``)."""
         device = self.__dict__.get("_template_device_cache", False)
         if device is False:
-            device = self._zero_reset_td(self._metas[0]).device
+            device = self._metas[0].reset_zeros().device
             self.__dict__["_template_device_cache"] = device
         return device
-
-    @staticmethod
-    def _zero_reset_td(meta) -> TensorDictBase:
-        out = meta.output_spec["full_observation_spec"].zero()
-        out.update(meta.output_spec["full_done_spec"].zero())
-        out.update(meta.input_spec["full_state_spec"].zero())
-        return out
 
     def _to_out_device(self, td: TensorDictBase) -> TensorDictBase:
         if self.device is not None and td.device != self.device:

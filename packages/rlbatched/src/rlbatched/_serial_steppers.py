@@ -33,16 +33,16 @@ from . import _tensordict_ops
 
 __all__ = ["SUB_ENV_NOTE", "SteppedBatch", "note_sub_env"]
 
-SUB_ENV_NOTE = "raised by sub-env {index} of SerialEnv during {phase}"
+SUB_ENV_NOTE = "raised by sub-env {index} of {owner} during {phase}"
 
 
-def note_sub_env(err: BaseException, index: int, phase: str) -> None:
+def note_sub_env(err: BaseException, index: int, phase: str, owner: str = "SerialEnv") -> None:
     """Add to ``err`` the note naming the sub-env that raised it (PEP 678's ``__notes__``).
 
     ``BaseException.add_note`` is Python 3.11+; on 3.10 the note goes into ``__notes__``
     directly, where pytest and the ``exceptiongroup`` backport's traceback show it.
     """
-    note = SUB_ENV_NOTE.format(index=index, phase=phase)
+    note = SUB_ENV_NOTE.format(index=index, owner=owner, phase=phase)
     if hasattr(err, "add_note"):
         err.add_note(note)
     else:  # Python 3.10

@@ -5,10 +5,12 @@ Each worker process runs ``_run_worker_pipe_shared_mem`` for a contiguous block 
 sub-env is built, and its start reply carries its metadata when the main process asked for
 them (it runs no sub-env code itself: ``rlbatched._metadata``); then ``"bind"`` hands the
 process the shared buffer, laid out from those metadata, and each sub-env becomes a
-``_WorkerEnv`` bound to its slice. A step writes the sub-env's outputs into its row of the shared ``"next"`` buffers: straight from
-the simulator where the sub-env offers a stepper whose layout is the shared one (every
-unbatched ``rllibs.GymEnv``: ``rlcore.Stepper``; the step contract fills its done flags), else
-through the tensordict its step returns.
+``_WorkerEnv`` bound to its slice. A step writes the sub-env's outputs into its row of the
+shared ``"next"`` buffers: straight from the simulator where the sub-env offers a stepper whose
+layout is the shared one (every unbatched ``rllibs.GymEnv``: ``rlcore.Stepper``; the step
+contract fills its done flags), else through the tensordict its step returns. Without buffers
+(``use_buffers=False``), ``"bind"`` says ``DIRECT`` and each sub-env becomes a ``_DirectEnv``,
+taking and returning tensordicts through its pipe.
 """
 
 from __future__ import annotations
@@ -27,12 +29,13 @@ from rlcore.step_inputs import get_many
 from rlworkers import CloudpickleBox, serve
 
 from ._batched_base import step_function
-from ._metadata import EnvMeta
+from ._metadata import EnvMetaData
 from ._tensordict_ops import copy_into, leaves, shallow_copy
 
-__all__ = ["STEP", "StepperRow"]
+__all__ = ["DIRECT", "STEP", "StepperRow"]
 
 STEP = b"s"  # the one-byte per-step command
+DIRECT = "direct"  # the "bind" payload of every sub-env of a ParallelEnv without buffers
 
 
 def _worker_entry(conn, run_fn: Callable, num_threads: int, *args) -> None:
@@ -116,12 +119,65 @@ class StepperRow:
             view[...] = present[name]
 
 
-class _WorkerEnv:
+class _DirectEnv:
+    """A sub-env whose data go through its pipe (lives in the worker): a ``ParallelEnv`` with
+    ``use_buffers=False``. Steps and resets take and return tensordicts (``"step_td"``,
+    ``"reset_td"``); seeding, attributes and calls are those of every sub-env."""
+
+    def __init__(self, env: EnvBase):
+        self.env = env
+        self.step_fn = step_function(env)
+
+    def handlers(self) -> dict[str, Callable[[Any], Any]]:
+        """The commands this worker answers (see ``rlworkers.serve``)."""
+        return {
+            "step_td": self.step_td,
+            "reset_td": self.reset_td,
+            "seed": self.seed,
+            "getattr": self.getattr,
+            "call": self.call,
+            "close": self.close,
+        }
+
+    def step_td(self, td: TensorDictBase) -> TensorDictBase:
+        """The next step of the sub-env (what ``SerialEnv`` stacks for it)."""
+        return self.step_fn(td)
+
+    def reset_td(self, payload: tuple) -> TensorDictBase:
+        """Reset the sub-env; its observations, done flags and state (as ``SerialEnv`` keeps).
+
+        The keys are read from the specs at each reset: a sub-env may change them.
+        """
+        td, kwargs = payload
+        env = self.env
+        keys = [
+            *env.full_observation_spec.keys(True, True),
+            *env.full_done_spec.keys(True, True),
+            *env.full_state_spec.keys(True, True),
+        ]
+        return env.reset(td, **kwargs).select(*keys, strict=False)
+
+    def seed(self, payload: tuple) -> int | None:
+        seed, static_seed = payload
+        return self.env.set_seed(seed, static_seed=static_seed)
+
+    def getattr(self, name: str) -> tuple[str, Any]:
+        value = getattr(self.env, name)
+        return ("callable", None) if callable(value) else ("value", value)
+
+    def call(self, payload: tuple) -> Any:
+        name, args, kwargs = payload
+        return getattr(self.env, name)(*args, **kwargs)
+
+    def close(self, _: Any = None) -> None:
+        self.env.close()
+
+
+class _WorkerEnv(_DirectEnv):
     """A sub-env bound to its slice of the shared tensordict (lives in the worker)."""
 
     def __init__(self, env: EnvBase, shared: TensorDictBase):
-        self.env = env
-        self.step_fn = step_function(env)
+        super().__init__(env)
         self.root = shared.exclude("next")
         self.next = shared.get("next")
         self.next_leaves = _split(leaves(self.next))
@@ -142,13 +198,10 @@ class _WorkerEnv:
     def handlers(self) -> dict[str, Callable[[Any], Any]]:
         """The commands this worker answers (see ``rlworkers.serve``)."""
         return {
+            **super().handlers(),
             "step": self.step,
             "step_hot": self.step_hot,
             "reset": self.reset,
-            "seed": self.seed,
-            "getattr": self.getattr,
-            "call": self.call,
-            "close": self.close,
         }
 
     def step(self, skipped: list | None) -> None:
@@ -188,21 +241,6 @@ class _WorkerEnv:
         _write(self.reset_view, self.reset_leaves, out)
         if self.sync_cuda:
             torch.cuda.synchronize(self.root.device)
-
-    def seed(self, payload: tuple) -> int | None:
-        seed, static_seed = payload
-        return self.env.set_seed(seed, static_seed=static_seed)
-
-    def getattr(self, name: str) -> tuple[str, Any]:
-        value = getattr(self.env, name)
-        return ("callable", None) if callable(value) else ("value", value)
-
-    def call(self, payload: tuple) -> Any:
-        name, args, kwargs = payload
-        return getattr(self.env, name)(*args, **kwargs)
-
-    def close(self, _: Any = None) -> None:
-        self.env.close()
 
 
 class _OwnGenerator:
@@ -250,7 +288,7 @@ def _run_worker_pipe_shared_mem(
     report: list[bool],
 ) -> None:
     """Worker loop: build the sub-envs ``indices`` one after the other (those flagged in
-    ``report`` answer their start with their ``EnvMeta``), bind them to the shared buffer on
+    ``report`` answer their start with their ``EnvMetaData``), bind them to the shared buffer on
     ``"bind"``, then serve their commands until "close"."""
     torch.set_grad_enabled(False)
     shared: dict[str, Any] = {}
@@ -270,17 +308,21 @@ def _run_worker_pipe_shared_mem(
         env = make(**kw) if own is None else own.run(make, **kw)
         handlers: dict[str, Callable[[Any], Any]] = {}
 
-        def bind(payload: tuple | None) -> None:
+        def bind(payload: tuple | str | None) -> None:
             """Bind the sub-env to its slice of the shared buffer (sent to the process's first
-            sub-env: the buffer's handle and its layout, each pickled)."""
-            if payload is not None:
-                buffer, layout = (pickle.loads(part) for part in payload)
-                shared["views"] = layout.views(buffer)
-            bound = _WorkerEnv(env, shared["views"][indices[position]]).handlers()
+            sub-env: the buffer's handle and its layout, each pickled), or to its pipe alone
+            (``DIRECT``: no shared buffer)."""
+            if payload == DIRECT:
+                bound = _DirectEnv(env).handlers()
+            else:
+                if payload is not None:
+                    buffer, layout = (pickle.loads(part) for part in payload)
+                    shared["views"] = layout.views(buffer)
+                bound = _WorkerEnv(env, shared["views"][indices[position]]).handlers()
             handlers.update(bound if own is None else own.wrap(bound))
 
         handlers.update(
-            start=(lambda _: EnvMeta.from_env(env)) if report[position] else lambda _: None,
+            start=(lambda _: EnvMetaData.from_env(env)) if report[position] else lambda _: None,
             bind=bind,
             close=lambda _: env.close(),
         )

@@ -59,6 +59,7 @@ class _SpecView(EnvSpecsMixin):
         self.batch_size = env.batch_size
         self.device = env.device
         self.batch_locked = env.batch_locked
+        self._action_required = env._action_required  # whether a step needs the action
         self.__dict__["_cache"] = {}
         self._spec_store("_output_spec", env.output_spec.clone())
         self._spec_store("_input_spec", env.input_spec.clone())
@@ -153,6 +154,11 @@ class EnvCreator:
     def batch_locked(self) -> bool:
         """Whether the envs built are batch-locked."""
         return self._meta.batch_locked
+
+    @property
+    def _action_required(self) -> bool:
+        # whether the envs built need their action to step (rlcore's step contract)
+        return self._meta._action_required
 
     @property
     def specs(self) -> Composite:
