@@ -9,6 +9,7 @@ import torch
 from batched_test_envs import RewardCountingEnv
 from tensordict import TensorDict
 
+from rlbatched import SerialEnv
 from rlmocks import CountingEnv, HeterogeneousCountingEnv
 from rltransforms import StepCounter, TransformedEnv
 
@@ -104,3 +105,21 @@ def test_a_partial_step_input_is_checked_whole(make_fork):
     td = TensorDict({"_step": torch.tensor([True, False])}, [2])
     with pytest.raises(KeyError, match="action"):
         env.step(td)
+
+
+class _UnlockedCounting(CountingEnv):
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self._batch_locked = False
+
+
+def test_a_batch_of_unlocked_sub_envs_steps_only_the_masked_rows():
+    env = SerialEnv(3, _UnlockedCounting)
+    try:
+        assert not env.batch_locked
+        td = env.reset()
+        td["action"] = torch.ones(3, 1, dtype=torch.int64)
+        td["_step"] = torch.tensor([True, False, True])
+        assert env.step(td)["next", "observation"].squeeze(-1).tolist() == [1, 0, 1]
+    finally:
+        env.close()

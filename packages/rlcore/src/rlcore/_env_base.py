@@ -339,7 +339,7 @@ class EnvBase(StepPlanMixin, EnvSpecsMixin, nn.Module, metaclass=EnvMeta):
         mask = step_mask(self, tensordict, tensordict.pop(PARTIAL_STEP))
         if bool(mask.all()):
             return self.step(tensordict)
-        if not self._batch_locked:
+        if not self._batch_locked and not self._supports_partial_steps:
             stepped = self.step(tensordict[mask]).get("next")
             next_td = placeholder_next(self, tensordict)
             if bool(mask.any()):
