@@ -21,10 +21,11 @@ from mocking_classes import (
     DiscreteActionConvMockEnvNumpy,
     IncrementingEnv,
 )
+from tensordict import TensorDict
 
 from rlbatched import ParallelEnv, SerialEnv
-from rlcore import EnvCreator, check_env_specs
-from rlspecs import Unbounded
+from rlcore import EnvBase, EnvCreator, check_env_specs
+from rlspecs import Composite, Unbounded
 from rltransforms import (
     CatFrames,
     CenterCrop,
@@ -179,8 +180,12 @@ def test_reward2go_refuses_batched_envs(maybe_fork_ParallelEnv):
 
     with pytest.raises(ValueError, match="only an inverse transform"):
         SerialEnv(2, make)
-    with pytest.raises(ValueError, match="only an inverse transform"):
-        maybe_fork_ParallelEnv(2, make)
+    env = maybe_fork_ParallelEnv(2, make)  # builds no sub-env here: its workers do, at start
+    with pytest.raises(
+        ValueError, match="worker 0 raised ValueError during start: The Reward2GoTransform is only"
+    ):
+        env.start()
+    env.close()
     with pytest.raises(ValueError, match="only an inverse transform"):
         TransformedEnv(SerialEnv(2, ContinuousActionVecMockEnv), Reward2GoTransform())
 
@@ -266,16 +271,38 @@ def test_vecnorm_instance_given_to_workers_is_shared(start_method):
         env.close()
 
 
+class NoisyEnv(EnvBase):
+    """Observations drawn afresh each step around 3 (a stationary process, unlike a walk)."""
+
+    def __init__(self):
+        super().__init__()
+        self.observation_spec = Composite(observation=Unbounded(7))
+        self.action_spec = Unbounded(1)
+        self.reward_spec = Unbounded(1)
+
+    def _draw(self) -> TensorDict:
+        return TensorDict({"observation": 3 + torch.randn(7)}, [])
+
+    def _reset(self, tensordict):
+        return self._draw()
+
+    def _step(self, tensordict):
+        return self._draw().update({"reward": torch.zeros(1)})
+
+    def _set_seed(self, seed):
+        torch.manual_seed(seed)
+
+
 def test_vecnorm_around_a_parallel_env_standardises(maybe_fork_ParallelEnv):
     torch.manual_seed(0)
     env = TransformedEnv(
-        maybe_fork_ParallelEnv(3, ContinuousActionVecMockEnv),
-        VecNorm(in_keys=["observation"], decay=1.0),
+        maybe_fork_ParallelEnv(3, NoisyEnv), VecNorm(in_keys=["observation"], decay=1.0)
     )
     try:
+        env.set_seed(0)
         rollout = env.rollout(60, break_when_any_done=False)
         obs = rollout["next", "observation"][:, 30:].reshape(-1, 7)
-        assert obs.mean(0).abs().max() < 0.5
+        assert obs.mean(0).abs().max() < 0.5  # 3 without the transform
         assert env.transform._td["observation_count"].item() == 3 * 61
     finally:
         env.close()
