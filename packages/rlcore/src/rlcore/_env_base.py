@@ -13,12 +13,13 @@ from torch import nn
 from rlcore import _plugins
 from rlcore._env_meta import EnvMeta
 from rlcore._env_specs import EnvSpecsMixin
-from rlcore._partial_steps import NO_PARTIAL_STEPS, PARTIAL_STEP, placeholder_next, step_mask
+from rlcore._partial_steps import PARTIAL_STEP, partial_step
 from rlcore._resets import any_true, flag_done
 from rlcore._rollout import run_rollout
+from rlcore._step_mdp import set_next
 from rlcore._step_plan import StepPlanMixin
 from rlcore._stepper import Stepper
-from rlspecs import Composite, parse_device
+from rlspecs import parse_device
 from rlspecs.private_apis import td_entries, td_is_locked, td_set_str
 
 __all__ = ["EnvBase"]
@@ -236,36 +237,6 @@ class EnvBase(StepPlanMixin, EnvSpecsMixin, nn.Module, metaclass=EnvMeta):
         """Number of sub-envs (product of the batch size)."""
         return self.batch_size.numel()
 
-    def add_truncated_keys(self) -> EnvBase:
-        """Adds a ``"truncated"`` entry beside every done key that lacks one; returns the env.
-
-        The new entries copy their done key's spec. An env that does not write them gets
-        them filled with False at each step and reset, like any done entry it leaves out, so
-        a transform or wrapper that truncates episodes (e.g. ``StepCounter``) has a key to set.
-
-        Examples:
-            >>> env = MyEnv().add_truncated_keys()
-            >>> env.done_keys
-            ['done', 'terminated', 'truncated']
-            >>> env.rollout(3)["next", "truncated"].any().item()
-            False
-        """
-        done_spec = self.full_done_spec.clone()
-        for key in self.done_keys:
-            parent = key[:-1] if isinstance(key, tuple) else ()
-            truncated = (*parent, "truncated") if parent else "truncated"
-            if truncated not in done_spec.keys(include_nested=True):
-                done_spec[truncated] = done_spec[key].clone()
-        self.full_done_spec = done_spec
-        return self
-
-    @property
-    def specs(self) -> Composite:
-        """A Composite holding ``output_spec`` and ``input_spec``."""
-        return Composite(
-            output_spec=self.output_spec, input_spec=self.input_spec, shape=self.batch_size
-        )
-
     def forward(self, *args: Any, **kwargs: Any) -> Any:
         """Envs are not called like modules: use ``step``, ``reset`` or ``rollout``."""
         raise NotImplementedError("EnvBase.forward is not used; call step, reset or rollout")
@@ -328,7 +299,7 @@ class EnvBase(StepPlanMixin, EnvSpecsMixin, nn.Module, metaclass=EnvMeta):
                 STEP_NOT_TD.format(cls=type(self).__name__, type=type(next_td).__name__)
             )
         next_td = self._step_proc_data(next_td)
-        _set_next(tensordict, next_td)
+        set_next(tensordict, next_td)
         return tensordict
 
     # Whether _step reads a "_step" mask and steps only the rows it flags (batched envs do)
@@ -336,32 +307,7 @@ class EnvBase(StepPlanMixin, EnvSpecsMixin, nn.Module, metaclass=EnvMeta):
 
     def _partial_step(self, tensordict: TensorDictBase) -> TensorDictBase:
         """``step`` of an input holding a ``"_step"`` mask (``rlcore._partial_steps``)."""
-        mask = step_mask(self, tensordict, tensordict.pop(PARTIAL_STEP))
-        if bool(mask.all()):
-            return self.step(tensordict)
-        if not self._batch_locked and not self._supports_partial_steps:
-            stepped = self.step(tensordict[mask]).get("next")
-            next_td = placeholder_next(self, tensordict)
-            if bool(mask.any()):
-                next_td[mask] = stepped
-            _set_next(tensordict, next_td)
-            return tensordict
-        if not bool(mask.any()):
-            _set_next(tensordict, placeholder_next(self, tensordict))
-            return tensordict
-        if not self._supports_partial_steps:
-            rows = mask.nonzero().tolist()
-            raise NotImplementedError(NO_PARTIAL_STEPS.format(cls=type(self).__name__, rows=rows))
-        rules = self._step_inputs
-        if rules is not False:
-            rules.check(tensordict)
-        tensordict.set(PARTIAL_STEP, mask)
-        try:
-            next_td = self._step_proc_data(self._step(tensordict))
-        finally:
-            tensordict.pop(PARTIAL_STEP, None)
-        _set_next(tensordict, next_td)
-        return tensordict
+        return partial_step(self, tensordict)
 
     # ------------------------------------------------------------------ reset
     def reset(self, tensordict: TensorDictBase | None = None, **kwargs: Any) -> TensorDictBase:
@@ -656,18 +602,3 @@ class EnvBase(StepPlanMixin, EnvSpecsMixin, nn.Module, metaclass=EnvMeta):
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(batch_size={self.batch_size}, device={self.device})"
-
-
-def _set_next(tensordict: TensorDictBase, next_td: TensorDictBase) -> None:
-    plain = type(tensordict) is TensorDict
-    preset = td_entries(tensordict).get("next") if plain else tensordict.get("next", None)
-    if preset is not None:
-        next_td.update(preset.exclude(*next_td.keys(True, True)))
-    if (
-        plain
-        and next_td.batch_size == tensordict.batch_size
-        and (tensordict.device is None or next_td.device == tensordict.device)
-    ):
-        td_set_str(tensordict, "next", next_td)
-    else:
-        tensordict.set("next", next_td)

@@ -160,6 +160,36 @@ class EnvSpecsMixin:
     device: torch.device | None
 
     # ------------------------------------------------------------------ construction helpers
+    def add_truncated_keys(self) -> Any:
+        """Adds a ``"truncated"`` entry beside every done key that lacks one; returns the env.
+
+        The new entries copy their done key's spec. An env that does not write them gets
+        them filled with False at each step and reset, like any done entry it leaves out, so
+        a transform or wrapper that truncates episodes (e.g. ``StepCounter``) has a key to set.
+
+        Examples:
+            >>> env = MyEnv().add_truncated_keys()
+            >>> env.done_keys
+            ['done', 'terminated', 'truncated']
+            >>> env.rollout(3)["next", "truncated"].any().item()
+            False
+        """
+        done_spec = self.full_done_spec.clone()
+        for key in self.done_keys:
+            parent = key[:-1] if isinstance(key, tuple) else ()
+            truncated = (*parent, "truncated") if parent else "truncated"
+            if truncated not in done_spec.keys(include_nested=True):
+                done_spec[truncated] = done_spec[key].clone()
+        self.full_done_spec = done_spec
+        return self
+
+    @property
+    def specs(self) -> Composite:
+        """A Composite holding ``output_spec`` and ``input_spec``."""
+        return Composite(
+            output_spec=self.output_spec, input_spec=self.input_spec, shape=self.batch_size
+        )
+
     def _spec_empty(self) -> Composite:
         return Composite(shape=self.batch_size, device=self.device)
 

@@ -20,10 +20,18 @@ from typing import TYPE_CHECKING
 import torch
 from tensordict import TensorDictBase
 
+from rlcore._step_mdp import set_next
+
 if TYPE_CHECKING:
     from rlcore._env_base import EnvBase
 
-__all__ = ["NO_PARTIAL_STEPS", "PARTIAL_STEP", "placeholder_next", "step_mask"]
+__all__ = [
+    "NO_PARTIAL_STEPS",
+    "PARTIAL_STEP",
+    "partial_step",
+    "placeholder_next",
+    "step_mask",
+]
 
 PARTIAL_STEP = "_step"
 NO_PARTIAL_STEPS = (
@@ -61,3 +69,33 @@ def placeholder_next(env: EnvBase, tensordict: TensorDictBase) -> TensorDictBase
     if keys:
         out.update(tensordict.select(*keys).clone())
     return out
+
+
+def partial_step(env: EnvBase, tensordict: TensorDictBase) -> TensorDictBase:
+    """``env.step`` of an input holding a ``"_step"`` mask, by the rules above."""
+    mask = step_mask(env, tensordict, tensordict.pop(PARTIAL_STEP))
+    if bool(mask.all()):
+        return env.step(tensordict)
+    if not env._batch_locked and not env._supports_partial_steps:
+        stepped = env.step(tensordict[mask]).get("next")
+        next_td = placeholder_next(env, tensordict)
+        if bool(mask.any()):
+            next_td[mask] = stepped
+        set_next(tensordict, next_td)
+        return tensordict
+    if not bool(mask.any()):
+        set_next(tensordict, placeholder_next(env, tensordict))
+        return tensordict
+    if not env._supports_partial_steps:
+        rows = mask.nonzero().tolist()
+        raise NotImplementedError(NO_PARTIAL_STEPS.format(cls=type(env).__name__, rows=rows))
+    rules = env._step_inputs
+    if rules is not False:
+        rules.check(tensordict)
+    tensordict.set(PARTIAL_STEP, mask)
+    try:
+        next_td = env._step_proc_data(env._step(tensordict))
+    finally:
+        tensordict.pop(PARTIAL_STEP, None)
+    set_next(tensordict, next_td)
+    return tensordict

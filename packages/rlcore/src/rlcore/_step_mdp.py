@@ -16,7 +16,7 @@ from rlspecs.private_apis import td_entries, td_get_str, td_has_names, td_new, t
 if TYPE_CHECKING:
     from rlcore._env_base import EnvBase
 
-__all__ = ["StepMDP", "step_mdp"]
+__all__ = ["StepMDP", "set_next", "step_mdp"]
 
 LAZY_INTO_DENSE = "step_mdp: cannot copy a heterogeneous lazy stack into a dense tensordict"
 NO_NEXT = "step_mdp: the tensordict has no 'next' entry; call env.step first"
@@ -469,3 +469,21 @@ def tuple_getter(keys: Sequence[Any]) -> Callable[[Any], tuple]:
         (key,) = keys
         return lambda items: (items[key],)
     return operator.itemgetter(*keys) if keys else lambda items: ()
+
+
+def set_next(tensordict: TensorDictBase, next_td: TensorDictBase) -> None:
+    """Puts a step's output ``next_td`` under ``tensordict["next"]`` (the root/next shift's
+    other half); entries the caller had put in ``"next"`` beforehand and the step did not
+    write are kept."""
+    plain = type(tensordict) is TensorDict
+    preset = td_entries(tensordict).get("next") if plain else tensordict.get("next", None)
+    if preset is not None:
+        next_td.update(preset.exclude(*next_td.keys(True, True)))
+    if (
+        plain
+        and next_td.batch_size == tensordict.batch_size
+        and (tensordict.device is None or next_td.device == tensordict.device)
+    ):
+        td_set_str(tensordict, "next", next_td)
+    else:
+        tensordict.set("next", next_td)
