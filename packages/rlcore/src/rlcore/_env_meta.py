@@ -1,4 +1,5 @@
-"""The metaclass of ``EnvBase``: torchrl 0.4's ``EnvType(..., auto_reset=True)`` constructor flag."""
+"""The metaclass of ``EnvBase``: the constructor flags every env takes, ``auto_reset=True``
+(torchrl 0.4's) and ``spec_locked=True`` (current torchrl's)."""
 
 from __future__ import annotations
 
@@ -22,14 +23,19 @@ class EnvMeta(abc.ABCMeta):
     An ``abc.ABCMeta``, as torchrl 0.4's env metaclass is: an env class may also derive from
     ``abc.ABC`` (or a ``typing.Protocol``) without a metaclass conflict.
 
-    ``auto_reset_replace`` (default True) is the ``AutoResetTransform``'s ``replace``. Only
-    construction goes through here: unpickling and copies build the env without it.
+    ``auto_reset_replace`` (default True) is the ``AutoResetTransform``'s ``replace``.
+    ``spec_locked=True`` locks the specs once built (``EnvBase.set_spec_lock_``); the default,
+    False, is the seed era's: specs stay editable in place. Only construction goes through
+    here: unpickling and copies build the env without these flags.
     """
 
     def __call__(cls, *args: Any, **kwargs: Any) -> Any:
         auto_reset = kwargs.pop("auto_reset", False)
         replace = kwargs.pop("auto_reset_replace", None)
+        spec_locked = kwargs.pop("spec_locked", False)
         env = super().__call__(*args, **kwargs)
+        if spec_locked:
+            env.set_spec_lock_(True)
         if not auto_reset:
             if replace is not None:
                 raise ValueError(

@@ -250,7 +250,43 @@ class EnvSpecsMixin:
             container[name] = spec  # observed: empties the cache
         finally:
             container.lock_(recurse=False)
+        if self.is_spec_locked:
+            container[name].lock_(recurse=True)
         self.empty_cache()
+
+    # ------------------------------------------------------------------ locking (current torchrl)
+    @property
+    def is_spec_locked(self) -> bool:
+        """Whether the specs are locked: edits inside them raise until ``set_spec_lock_(False)``
+        (the spec setters, ``env.observation_spec = ...``, still work). Current torchrl locks
+        them by default; here they start unlocked, as in torchrl 0.4 (``spec_locked=True`` at
+        construction, or this property set to True, locks them).
+
+        Examples:
+            >>> env = MyEnv().set_spec_lock_()
+            >>> env.is_spec_locked
+            True
+            >>> env.observation_spec["extra"] = env.observation_spec["observation"].clone()
+            Traceback (most recent call last):
+            ...
+            RuntimeError: Cannot modify a locked CompositeSpec. Call unlock_() first (key 'extra')
+        """
+        return self.__dict__.get("_is_spec_locked", False)
+
+    @is_spec_locked.setter
+    def is_spec_locked(self, value: bool) -> None:
+        self.set_spec_lock_(value)
+
+    def set_spec_lock_(self, mode: bool = True) -> Any:
+        """Locks (``mode=True``) or unlocks the specs, at every depth; returns the env."""
+        for container in (self.output_spec, self.input_spec):
+            if mode:
+                container.lock_(recurse=True)
+            else:
+                container.unlock_(recurse=True).lock_(recurse=False)  # its top level stays
+        self.__dict__["_is_spec_locked"] = bool(mode)
+        self.empty_cache()
+        return self
 
     # ------------------------------------------------------------------ observation of the specs
     def _spec_observer(self) -> SpecObserver:
@@ -269,8 +305,9 @@ class EnvSpecsMixin:
         return spec
 
     def _spec_store(self, name: str, spec: Composite) -> None:
-        """Store a container (``_output_spec``/``_input_spec``): top-level lock, observed."""
-        self.__dict__[name] = self._spec_watch(spec.lock_(recurse=False))
+        """Store a container (``_output_spec``/``_input_spec``): top-level lock (every level
+        when the specs are locked), observed."""
+        self.__dict__[name] = self._spec_watch(spec.lock_(recurse=self.is_spec_locked))
         self.empty_cache()
 
     def _spec_add_dependent(self, env: Any) -> None:
