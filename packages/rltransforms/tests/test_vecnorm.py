@@ -292,3 +292,18 @@ def test_vecnorm_pickled_outside_a_process_start_copies():
     copy = pickle.loads(pickle.dumps(t))
     copy(TensorDict(obs=torch.ones(2, 3), batch_size=[2]))
     assert t._td["obs_count"].item() == 2 and copy._td["obs_count"].item() == 4
+
+
+def test_new_api_true_builds_a_vecnorm_v2_as_current_torchrl():
+    from rltransforms import VecNormV2
+
+    made = VecNorm(in_keys=["observation"], new_api=True)
+    assert type(made) is VecNormV2
+    assert made.in_keys == ["observation"]
+
+
+@pytest.mark.parametrize("new_api", [False, None])
+def test_new_api_false_or_unset_is_torchrl_04s_vecnorm_without_a_warning(new_api, recwarn):
+    made = VecNorm(in_keys=["observation"], new_api=new_api)
+    assert type(made) is VecNorm
+    assert not [w for w in recwarn if "VecNormV2" in str(w.message)]

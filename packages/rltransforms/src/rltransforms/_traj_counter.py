@@ -12,7 +12,7 @@ from rlcore import keep_shared
 from rlspecs import Bounded, Composite
 
 from ._base import Transform, _get
-from ._vecnorm import _ProcessLock
+from ._process_lock import _ProcessLock
 
 __all__ = ["TrajCounter"]
 

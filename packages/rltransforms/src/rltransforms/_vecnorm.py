@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import multiprocessing as mp
 import warnings
 from collections import OrderedDict
 from collections.abc import Sequence
@@ -11,11 +10,13 @@ from typing import Any
 import torch
 from tensordict import NestedKey, TensorDict, TensorDictBase, unravel_key
 
-from rlcore import keep_shared, starting_process
+from rlcore import keep_shared
 from rlspecs import Bounded, Composite, TensorSpec, Unbounded
 
 from ._base import Transform, _get
 from ._compose import Compose
+from ._process_lock import _ProcessLock
+from ._vecnorm_v2 import VecNormV2
 
 __all__ = ["VecNorm"]
 
@@ -68,36 +69,6 @@ def _zero_stats(key: NestedKey, shape: torch.Size, dtype: torch.dtype, device: A
         batch_size=[],
     )
 
-
-class _ProcessLock:
-    """A lock shared by the processes it is sent to when they start (fork, spawn, forkserver).
-
-    Any other pickle (to disk, through a queue) gives a fresh lock, as locks cannot travel
-    between running processes.
-    """
-
-    def __init__(self, lock: Any | None = None) -> None:
-        # a spawn-context semaphore is named: it can also be handed to spawned workers
-        self._lock = mp.get_context("spawn").Lock() if lock is None else lock
-
-    def acquire(self, *args: Any, **kwargs: Any) -> bool:
-        return self._lock.acquire(*args, **kwargs)
-
-    def release(self) -> None:
-        self._lock.release()
-
-    def __enter__(self) -> _ProcessLock:
-        self._lock.acquire()
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self._lock.release()
-
-    def __reduce__(self) -> tuple:
-        if starting_process():
-            return _ProcessLock, (self._lock,)
-        return _ProcessLock, ()
-
     def __repr__(self) -> str:
         return f"_ProcessLock({self._lock!r})"
 
@@ -131,10 +102,16 @@ class VecNorm(Transform):
         decay: the decay of the running sums (default 0.9999; 1.0 gives plain averages).
         eps: the lower bound of the variance (default 1e-4).
         shapes: the feature shape of each in_key (default: read from the specs or the data).
+        new_api: current torchrl's switch: True builds a `VecNormV2` with the other arguments
+            (which it takes as current torchrl's does); False or None (default), this VecNorm.
+            Current torchrl warns when ``new_api`` is not given; torchrl 0.4 had no such
+            argument, and this class is its VecNorm, so nothing warns here.
 
     Examples:
         >>> import torch
         >>> from tensordict import TensorDict
+        >>> type(VecNorm(in_keys=["obs"], new_api=True)).__name__
+        'VecNormV2'
         >>> t = VecNorm(in_keys=["obs"], decay=1.0)
         >>> out = t(TensorDict(obs=torch.tensor([[1.0], [3.0]]), batch_size=[2]))
         >>> out["obs"].squeeze(-1)
@@ -145,6 +122,11 @@ class VecNorm(Transform):
 
     _call_on_reset = True  # reset observations are normalised (and counted) too
 
+    def __new__(cls, *args: Any, new_api: bool | None = None, **kwargs: Any) -> Any:
+        if new_api:
+            return VecNormV2(*args, **kwargs)  # not a VecNorm: __init__ below is not run
+        return super().__new__(cls)
+
     def __init__(
         self,
         in_keys: Sequence[NestedKey] | NestedKey | None = None,
@@ -154,6 +136,7 @@ class VecNorm(Transform):
         decay: float = 0.9999,
         eps: float = 1e-4,
         shapes: Sequence[torch.Size] | None = None,
+        new_api: bool | None = None,
     ) -> None:
         super().__init__(
             in_keys=["observation", "reward"] if in_keys is None else in_keys, out_keys=out_keys

@@ -14,7 +14,7 @@ from rlspecs import Bounded, Composite, TensorSpec, Unbounded
 
 from ._base import Transform, _spec_keys
 from ._compose import Compose
-from ._vecnorm import _ProcessLock
+from ._process_lock import _ProcessLock
 
 __all__ = ["VecNormV2"]
 
