@@ -33,6 +33,12 @@ _NO_MEAN = (
 )
 _DELTA_NO_MEAN = "TanhDelta mean has not analytical form."
 
+
+class NoClosedFormMean(NotImplementedError, AttributeError):
+    """A distribution's mean that has no closed form: torchrl's ``NotImplementedError``, and an
+    ``AttributeError`` too, so that ``hasattr(dist, "mean")`` is False (tensordict 0.14's
+    ``ExplorationType.MEAN`` asks that before falling back to an empirical estimate)."""
+
 Bound = torch.Tensor | Number
 
 
@@ -269,7 +275,7 @@ class TanhNormal(D.TransformedDistribution):
     @property
     def mean(self) -> torch.Tensor:
         """Raises ``NotImplementedError``: the squashed normal's mean has no closed form."""
-        raise NotImplementedError(_NO_MEAN.format(cls=type(self).__name__))
+        raise NoClosedFormMean(_NO_MEAN.format(cls=type(self).__name__))
 
 
 def _default_event_dims(loc: torch.Tensor) -> int:
