@@ -105,11 +105,11 @@ class GeneralPendulum(GymEnv):
 
 
 def test_workers_step_gym_envs_densely_with_the_general_path_s_results():
-    from rlbatched._parallel import _zero_td
+    from rlbatched import get_env_metadata
     from rlbatched._worker_env import StepperRow
 
     env = make_pendulum()
-    shared = _zero_td(SerialEnv(1, make_pendulum)._metas[0], (1,))[0]
+    shared = get_env_metadata(make_pendulum).zeros((1,))[0]
     assert StepperRow.build(env, shared.exclude("next"), shared.get("next")) is not None
     general = GeneralPendulum("Pendulum-v1", max_episode_steps=5)
     assert StepperRow.build(general, shared.exclude("next"), shared.get("next")) is None

@@ -39,6 +39,7 @@ class NoClosedFormMean(NotImplementedError, AttributeError):
     ``AttributeError`` too, so that ``hasattr(dist, "mean")`` is False (tensordict 0.14's
     ``ExplorationType.MEAN`` asks that before falling back to an empirical estimate)."""
 
+
 Bound = torch.Tensor | Number
 
 
