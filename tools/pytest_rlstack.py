@@ -10,11 +10,18 @@
 - **``--cuda-only``** (``nox -s cuda``): keeps only the tests that exercise CUDA (a ``cuda``
   in their id, or a skip condition about CUDA) and fails at once without a CUDA device, so the
   session cannot pass by skipping everything.
+- **A Ray of its own**: each pytest run gets its own ``RAY_TMPDIR`` (unless one is set), so a
+  ``ray.init()`` in it never joins another run's cluster. Ray's ``ray.init()`` connects to the
+  last cluster recorded in ``<tmp>/ray/ray_current_cluster``, which a ``ray.cluster_utils.Cluster``
+  in a session running beside this one writes; ``ray.init(num_cpus=...)`` then refuses.
 """
 
 from __future__ import annotations
 
+import os
 import re
+import shutil
+import tempfile
 
 import pytest
 
@@ -45,11 +52,22 @@ def pytest_configure(config: pytest.Config) -> None:
     )
     if not timeout:
         raise pytest.UsageError(NO_TIMEOUT)
+    if "RAY_TMPDIR" not in os.environ:
+        # short: Ray's socket paths live under it and a Unix socket path is at most 107 bytes
+        config._rlstack_ray_tmpdir = os.environ["RAY_TMPDIR"] = tempfile.mkdtemp(
+            prefix="ray-", dir="/tmp"
+        )
     if config.getoption("cuda_only"):
         import torch
 
         if not torch.cuda.is_available():
             raise pytest.UsageError(NO_CUDA)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    ray_tmpdir = getattr(config, "_rlstack_ray_tmpdir", None)
+    if ray_tmpdir is not None:
+        shutil.rmtree(ray_tmpdir, ignore_errors=True)
 
 
 def starts_slow_workers(item: pytest.Item) -> bool:
