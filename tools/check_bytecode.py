@@ -6,7 +6,10 @@ three to four times as long to import, in every process and every spawned worker
 sessions install with compiled bytecode; this check imports the heavy modules in the venv under
 ``python -v`` and lists each module of that venv that was compiled from its source.
 
-    python tools/check_bytecode.py VENV_PYTHON [MODULE ...]   # default: torch tensordict
+    python tools/check_bytecode.py VENV_PYTHON [MODULE ...]   # default: torch, tensordict
+
+Without modules named, it checks those of the default ones the venv has (a session that tests
+``rlworkers`` alone installs torch but not tensordict); named modules must import.
 """
 
 from __future__ import annotations
@@ -46,6 +49,21 @@ def compiled_from_source(python: str, modules: list[str], under: str | None = No
     return paths
 
 
+def installed(python: str, modules: list[str]) -> list[str]:
+    """Those of ``modules`` that ``python`` can import (found, not imported).
+
+    Examples:
+        >>> installed(sys.executable, ["json", "no_such_module_here"])
+        ['json']
+    """
+    code = (
+        "import importlib.util, sys; "
+        "print(*(m for m in sys.argv[1:] if importlib.util.find_spec(m)))"
+    )
+    out = subprocess.run([python, "-c", code, *modules], capture_output=True, text=True, check=True)
+    return out.stdout.split()
+
+
 def venv_root(python: str) -> str:
     """The prefix of the environment ``python`` belongs to."""
     out = subprocess.run(
@@ -57,8 +75,9 @@ def venv_root(python: str) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("python", help="the venv's python executable")
-    parser.add_argument("modules", nargs="*", default=list(DEFAULT_MODULES))
+    parser.add_argument("modules", nargs="*", help="default: those of torch, tensordict present")
     args = parser.parse_args(argv)
+    args.modules = args.modules or installed(args.python, list(DEFAULT_MODULES))
     root = venv_root(args.python)
     paths = compiled_from_source(args.python, args.modules, under=root)
     if paths:

@@ -81,8 +81,12 @@ def starts_slow_workers(item: pytest.Item) -> bool:
 
 
 def exercises_cuda(item: pytest.Item) -> bool:
-    """Whether a test is about CUDA: ``cuda`` in its id, or a skip condition about CUDA."""
-    if CUDA_WORD.search(item.nodeid):
+    """Whether a test is about CUDA: ``cuda`` in its id, or a skip condition about CUDA.
+
+    The id is read from the test's file name on, not its directories: a temporary or checkout
+    directory with ``cuda`` in its name says nothing about the tests below it.
+    """
+    if CUDA_WORD.search(f"{item.path.name}::{item.nodeid.partition('::')[2]}"):
         return True
     for mark in item.iter_markers("skipif"):
         if CUDA_WORD.search(str(mark.kwargs.get("reason", ""))):

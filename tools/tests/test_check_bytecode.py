@@ -62,4 +62,17 @@ def test_command_line_checks_the_venv_it_is_given(tmp_path):
     assert valid.returncode == 0, valid.stderr
 
 
+def test_by_default_only_the_heavy_modules_the_venv_has_are_checked(tmp_path):
+    # a session testing rlworkers alone has torch but no tensordict: its check must not fail on
+    # the import of a module it never installed, and must still check the ones it has
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    site = next(venv.glob("lib/python*/site-packages"))
+    (site / "tensordict.py").write_text("VALUE = 1\n")  # a stand-in, no torch beside it
+    command = [sys.executable, str(TOOLS / "check_bytecode.py"), str(venv / "bin" / "python")]
+    stale = subprocess.run(command, capture_output=True, text=True)
+    assert stale.returncode == 1, stale.stderr
+    assert "importing tensordict " in stale.stderr and "tensordict.py" in stale.stderr
+
+
 TOOLS = pathlib.Path(__file__).resolve().parent.parent

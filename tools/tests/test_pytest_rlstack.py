@@ -103,6 +103,9 @@ def test_cuda_only_keeps_the_cuda_cases(run, pytester):
         "--timeout=30",
         "--cuda-only",
         "-v",
+        # the test ids then start with this test's directory, "test_cuda_only_...": a directory
+        # named after CUDA does not make its tests CUDA cases (as under nox's TMPDIR in .nox/)
+        f"--rootdir={pytester.path.parent}",
     )
     result.assert_outcomes(passed=2, deselected=2)
     result.stdout.fnmatch_lines(["*test_device?cuda? PASSED*", "*test_guarded PASSED*"])
