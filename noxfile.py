@@ -396,12 +396,8 @@ def integration_fork(session: nox.Session) -> None:
 @nox.session(python=False, requires=["full_env"], allow_parallel=True)
 def rlcollectors_ray(session: nox.Session) -> None:
     """rlcollectors[ray]: RayCollector's tests (tests_ray/) on a real local Ray and cluster."""
-    # a temp dir outside the venv: Ray's workers refuse to start inside one
-    _pytest_full(
-        session,
-        str(PACKAGES_DIR / "rlcollectors" / "tests_ray"),
-        env={"RAY_TMPDIR": tempfile.gettempdir()},
-    )
+    # Ray's temp dir: one per pytest run, outside the venv (tools/pytest_rlstack.py)
+    _pytest_full(session, str(PACKAGES_DIR / "rlcollectors" / "tests_ray"))
 
 
 @nox.session(python=False, requires=["full_env"], allow_parallel=True)
@@ -425,7 +421,9 @@ def bench_smoke(session: nox.Session) -> None:
         "--quick",
         "--out",
         out,
-        env={"RAY_TMPDIR": tempfile.gettempdir()},
+        # a Ray of its own (not one a session beside it started), outside the venv: Ray's
+        # workers refuse to start inside one
+        env={"RAY_TMPDIR": tempfile.mkdtemp(prefix="ray-", dir="/tmp")},
     )
 
 
