@@ -84,7 +84,8 @@ def measure(quick: bool) -> tuple[list[Row], list[str]]:
 
     batches, rounds = (2, 1) if quick else (25, 5)
     make_env = functools.partial(GymEnv, "Pendulum-v1")
-    # workers fork (fast start) before Ray's threads exist; spawn where fork is not offered
+    # workers fork (fast start) before Ray's threads exist (a process forked from one running
+    # Ray's gRPC threads aborts); spawn where fork is not offered
     start = "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
     samples: dict[str, list[float]] = {}
     with closing_all() as opened:
@@ -92,6 +93,8 @@ def measure(quick: bool) -> tuple[list[Row], list[str]]:
             [make_env] * WORKERS, frames_per_batch=CHUNK * WORKERS, mp_start_method=start
         )
         opened.append(_Closing(multi))
+        multi_batches = iter(multi)
+        next(multi_batches)  # the workers start on the first batch, not at construction
         ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
         opened.append(_Closing(ray))  # ray.shutdown(), after the collectors appended below
         contenders = {"MultiSync": multi}
@@ -105,7 +108,10 @@ def measure(quick: bool) -> tuple[list[Row], list[str]]:
             )
             opened.append(_Closing(collector))
             contenders[f"Ray {'sync' if sync else 'async'}"] = collector
-        iterators = {name: iter(collector) for name, collector in contenders.items()}
+        iterators = {
+            name: multi_batches if name == "MultiSync" else iter(collector)
+            for name, collector in contenders.items()
+        }
         for name, batches_of in iterators.items():
             next(batches_of)  # warm-up: first resets, first buffers
             samples[name] = []

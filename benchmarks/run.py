@@ -79,7 +79,13 @@ def case_gym(quick: bool) -> list[Row]:
     constant_targets = {"Pendulum-v1": 2.5, "CartPole-v1": 3.0}
     for name in ("Pendulum-v1", "CartPole-v1"):
         contenders = (
-            ("", bench_gym.ours, bench_gym.raw_loop, bench_gym.torchrl_env, 4.0),
+            (
+                ", random actions (compares samplers too: gymnasium's sample(), a torch draw)",
+                bench_gym.ours,
+                bench_gym.raw_loop,
+                bench_gym.torchrl_env,
+                4.0,
+            ),
             (
                 ", constant action",
                 bench_gym.ours_constant,
