@@ -84,9 +84,10 @@ def measure(quick: bool) -> tuple[list[Row], list[str]]:
 
     batches, rounds = (2, 1) if quick else (25, 5)
     make_env = functools.partial(GymEnv, "Pendulum-v1")
-    # workers fork (fast start) before Ray's threads exist (a process forked from one running
-    # Ray's gRPC threads aborts); spawn where fork is not offered
-    start = "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
+    # workers start from forkserver's clean server (spawn where it is not offered), before Ray's
+    # threads exist: forked from this process, after the earlier cases' thread pools and Ray's,
+    # they aborted mid-collect (std::system_error in the child, both workers at once)
+    start = "forkserver" if "forkserver" in multiprocessing.get_all_start_methods() else "spawn"
     samples: dict[str, list[float]] = {}
     with closing_all() as opened:
         multi = MultiSyncDataCollector(
