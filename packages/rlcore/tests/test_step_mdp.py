@@ -191,3 +191,32 @@ def test_step_mdp_keeps_dim_names():
     out = step_mdp(td)
     assert out.names == ["env"]
     assert out["obs"] is td["next", "obs"]
+
+
+@pytest.mark.parametrize("exclude_reward", [True, False])
+@pytest.mark.parametrize("exclude_done", [True, False])
+@pytest.mark.parametrize("exclude_action", [True, False])
+@pytest.mark.parametrize(
+    "next_keys",
+    [("observation", "done"), ("done",), ("observation", "reward", "done", "terminated")],
+)
+def test_shift_layout_equals_shift_entries(exclude_reward, exclude_done, exclude_action, next_keys):
+    """The compiled shift gives ``shift_entries``'s dict: same keys, same order, same values."""
+    from rlspecs.private_apis import td_entries
+
+    env = CountingEnv()
+    data = env.rand_step(env.reset().set("other", torch.ones(1)))
+    shift = StepMDP(
+        env,
+        exclude_reward=exclude_reward,
+        exclude_done=exclude_done,
+        exclude_action=exclude_action,
+    )
+    assert shift.flat
+    root = {key: value for key, value in td_entries(data).items() if key != "next"}
+    nxt = {key: data["next", key] for key in next_keys}
+    expected = shift.shift_entries(root, nxt)
+    compiled = shift.shift_layout(tuple(root), next_keys)
+    got = compiled(tuple(root.values()), tuple(nxt.values()))
+    assert list(got) == list(expected)
+    assert all(got[key] is expected[key] for key in expected)

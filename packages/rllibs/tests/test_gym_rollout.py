@@ -169,6 +169,37 @@ def test_stepper_rollout_equals_the_general_path(classes, name, options, policy)
     _assert_same(*results)
 
 
+@pytest.mark.parametrize("name", ["cartpole", "vector-cartpole", "dict-observations"])
+@pytest.mark.parametrize("rows", [1, 7])
+def test_observation_chunks_across_boundaries(classes, name, rows, monkeypatch):
+    """Observations written into chunks of ``rows`` steps: 60 steps cross many boundaries."""
+    import rlcore._rollout_stepper as stepper_path
+
+    monkeypatch.setattr(stepper_path, "CHUNK_ROWS", rows)
+    make = lambda: ENVS[name](classes)  # noqa: E731
+    results = []
+    for prepare in (lambda env: env, _general):
+        env = prepare(_fresh(make))
+        results.append(env.rollout(60, _constant_policy(env), break_when_any_done=False))
+    _assert_same(*results)
+
+
+def test_recorded_observations_do_not_alias_the_policys_inputs(classes):
+    """The result owns its observations: writing into what the policy saw changes nothing."""
+    env = _fresh(lambda: ENVS["pendulum"](classes))
+    seen = []
+
+    def policy(td):
+        seen.append(td["observation"])
+        return td.set("action", _constant(env))
+
+    out = env.rollout(5, policy, break_when_any_done=False)
+    expected = out["next", "observation"].clone()
+    for observation in seen:
+        observation.fill_(123.0)
+    assert torch.equal(out["next", "observation"], expected)
+
+
 @pytest.mark.parametrize("name", ["cartpole", "vector-cartpole"])
 def test_fast_loop_never_builds_a_step_mdp(classes, name, monkeypatch):
     env = _fresh(lambda: ENVS[name](classes))

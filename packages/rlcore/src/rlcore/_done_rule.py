@@ -20,7 +20,15 @@ from rlspecs.private_apis import td_get_str
 
 Flags = TypeVar("Flags")
 
-__all__ = ["DoneLevel", "complete_done", "done_from", "done_levels", "fill_level", "node_at"]
+__all__ = [
+    "DoneLevel",
+    "complete_done",
+    "done_from",
+    "done_levels",
+    "done_sources",
+    "fill_level",
+    "node_at",
+]
 
 TERMINATED_FROM_DONE_AND_TRUNCATED = (
     "Cannot infer 'terminated' at level {level!r}: the data has 'done' and 'truncated' but no "
@@ -120,6 +128,26 @@ def fill_level(
             value = zero(spec)
         filled[name] = present[name] = value
     return filled
+
+
+def done_sources(level: DoneLevel, given: Sequence[str]) -> tuple[str, ...]:
+    """The given flags whose ``any`` is ``done.any()`` at ``level`` by ``fill_level``'s rule:
+    ``done`` where given, else ``terminated`` and ``truncated`` (those given); none where the
+    level has no ``done``.
+
+    Examples:
+        >>> from rlspecs import Categorical
+        >>> flag = Categorical(2, (1,), dtype=torch.bool)
+        >>> level = DoneLevel((), Composite(done=flag, terminated=flag, truncated=flag))
+        >>> done_sources(level, ["reward", "terminated", "truncated"])
+        ('terminated', 'truncated')
+    """
+    given = [name for name in given if name in level.names]
+    if "done" not in level.names:
+        return ()
+    if "done" in given:
+        return ("done",)
+    return tuple(name for name in ("terminated", "truncated") if name in given)
 
 
 def complete_done(

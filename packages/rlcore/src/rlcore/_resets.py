@@ -47,7 +47,12 @@ def any_true(flag: torch.Tensor | np.ndarray | bool) -> bool:
         >>> any_true(np.array([False, True])), any_true(np.zeros(3, dtype=bool)), any_true(True)
         (True, False, True)
     """
-    if type(flag) is np.ndarray:
+    kind = type(flag)
+    if kind is bool:
+        return flag
+    if kind is np.bool_:
+        return bool(flag)
+    if kind is np.ndarray:
         if flag.dtype == np.bool_:
             return b"\x01" in flag.tobytes()
         return bool(flag.any())

@@ -1,11 +1,12 @@
 """The rollout's stepper path: an env's stepper fills each step, the step contract does the rest.
 
 ``EnvBase.rollout`` of an env that offers a stepper (``rlcore._stepper``: every CPU
-``rllibs.GymEnv``) runs here. Per step, the stepper writes the library's observations into a
-fresh row and returns the reward and end flags; everything else is the contract's, as on the
-general path: the policy is called as ``rollout`` calls it, the input is checked with the
+``rllibs.GymEnv``) runs here. Per step, the stepper writes the library's observations into
+the next row of chunks allocated ahead and returns the reward and end flags; everything else
+is the contract's, as on the general path: the policy is called as ``rollout`` calls it, the input is checked with the
 env's step rules (``rlcore.step_inputs``), missing done flags come from the done rule
-(``fill_level``), the next root is the general path's shift (``StepMDP.shift_entries``),
+(``fill_level``; whether any is set is read from the library's flags by the same rule), the
+next root is the general path's shift (``StepMDP.shift_layout``, compiled for the layout),
 finished rows are reset through the stepper and merged where their mask holds, and the
 rollout stops where the general path stops (``break_when_any_done``, the last step). What
 goes away is the tensordict per step and per sub-call: the transition tensordict is built
@@ -28,8 +29,9 @@ from tensordict import LazyStackedTensorDict, TensorDict, TensorDictBase
 from tensordict.nn import TensorDictModuleBase
 from torch import nn
 
-from rlcore._done_rule import fill_level
+from rlcore._done_rule import done_sources, fill_level
 from rlcore._resets import any_true
+from rlcore._step_mdp import tuple_getter
 from rlcore._stepper import Stepper, stepper_of
 from rlspecs.private_apis import td_entries, td_has_names, td_is_locked, td_new, td_set_str
 
@@ -37,6 +39,12 @@ if TYPE_CHECKING:
     from rlcore._env_base import EnvBase
 
 __all__ = ["stepper_rollout"]
+
+_TENSOR = frozenset((torch.Tensor,))
+# observation rows allocated at a time: enough that a chunk costs a fraction of a µs a step,
+# few enough (and at most CHUNK_BYTES) that a rollout stopping early leaves little unused
+CHUNK_ROWS = 256
+CHUNK_BYTES = 64 << 20
 
 ROLLOUT_OPTIONS = {
     "auto_reset",
@@ -117,6 +125,44 @@ class _Resume:
         return self.act(td)
 
 
+class _ObsChunks:
+    """Every step's observation leaves, written by the stepper straight into rows of NumPy
+    chunks allocated ahead (``rows`` steps each): no array, tensor or stack per step.
+
+    ``arrays[j]`` is the current chunk of leaf ``j`` (``[rows, *leaf.shape]``) and
+    ``views[k]`` row ``k`` of every leaf as tensors, made once per chunk.
+    """
+
+    def __init__(self, leaves: tuple, max_steps: int) -> None:
+        self.specs = [(tuple(leaf.shape), leaf.numpy_dtype) for leaf in leaves]
+        row_bytes = sum(dtype.itemsize * int(np.prod(shape)) for shape, dtype in self.specs)
+        self.rows = max(1, min(max_steps, CHUNK_ROWS, CHUNK_BYTES // max(row_bytes, 1)))
+        self.chunks: list[list[np.ndarray]] = []
+        self.arrays: list[np.ndarray] = []
+        self.views: list[tuple[torch.Tensor, ...]] = []
+        self.new_chunk()
+
+    def new_chunk(self) -> None:
+        self.arrays = [np.empty((self.rows, *shape), dtype) for shape, dtype in self.specs]
+        views = [torch.from_numpy(array).unbind(0) for array in self.arrays]
+        # views[k]: row k of every leaf
+        self.views = list(zip(*views)) if views else [()] * self.rows
+        self.chunks.append(self.arrays)
+
+    def column(self, j: int, start: int, stop: int) -> np.ndarray:
+        """Steps ``start:stop`` of leaf ``j`` as a new ``[stop - start, *shape]`` array."""
+        rows = self.rows
+        parts = [
+            chunk[j][max(start - lo, 0) : min(stop - lo, rows)]
+            for lo, chunk in zip(range(0, len(self.chunks) * rows, rows), self.chunks)
+            if lo < stop and start < lo + rows
+        ]
+        if not parts:
+            shape, dtype = self.specs[j]
+            return np.empty((0, *shape), dtype)
+        return np.concatenate(parts) if len(parts) > 1 else parts[0].copy()
+
+
 class _Loop:
     """One rollout through a stepper: the recording state and the step loop."""
 
@@ -152,8 +198,8 @@ class _Loop:
             *env.full_done_spec.keys(),
         ]
         self.layout: tuple[str, ...] = ()  # the root's keys, read at the first step
-        self.root_columns: list[list[torch.Tensor]] = []
-        self.obs_columns: list[list[torch.Tensor]] = [[] for _ in self.obs_keys]
+        self.root_rows: list[tuple[torch.Tensor, ...]] = []  # each step's root values
+        self.obs: _ObsChunks | None = None
         self.scalar_rows: list[tuple] = []  # each step's scalar values as the library gave them
         self.root_device: torch.device | None = None
 
@@ -162,18 +208,17 @@ class _Loop:
         env, stepper, act = self.env, self.stepper, self.act
         batch, device = self.batch, env.device
         rules = env._step_inputs
-        step_mdp = env._step_mdp
         action_key, numpy_action = stepper.action_key, stepper.numpy_action
         step = stepper.step
-        buffer_specs = [(tuple(leaf.shape), leaf.numpy_dtype) for leaf in stepper.obs_leaves]
-        obs_keys, obs_columns = self.obs_keys, self.obs_columns
-        scalar_rows, flag_names = self.scalar_rows, self._flag_names()
+        self.obs = obs = _ObsChunks(stepper.obs_leaves, max_steps)
+        rows = obs.rows
+        root_rows, scalar_rows = self.root_rows, self.scalar_rows
         callback, break_when_any_done = self.callback, self.break_when_any_done
-        falses = {name: torch.zeros(shape, dtype=torch.bool) for name, shape in flag_names}
-        from_numpy = torch.from_numpy
+        flag_names = self._flag_names()
+        falses = tuple(torch.zeros(shape, dtype=torch.bool) for _, shape in flag_names)
+        any_done_in = self._done_reader()
         layout: tuple[str, ...] = ()
-        root_columns: list[list[torch.Tensor]] = []
-        steps = 0
+        steps = row = action_at = 0
         for i in range(max_steps):
             out = act(root)
             if out is not None and out is not root:
@@ -182,51 +227,67 @@ class _Loop:
             if i == 0:
                 if entries is None or not self._start(root, entries):
                     return self._hand_over(root, 0, max_steps)
-                layout, root_columns = self.layout, self.root_columns
+                layout = self.layout
+                values_of = tuple_getter(layout)
+                action_at = layout.index(action_key)
+                next_keys = (*self.obs_keys, *(name for name, _ in flag_names))
+                shift = env._step_mdp.shift_layout(layout, next_keys)
             elif entries is None or len(entries) != len(layout):
                 return self._hand_over(root, i, max_steps)
             if rules is not False:
                 rules.check(root)
-            for key, column in zip(layout, root_columns):
-                value = entries.get(key)
-                if type(value) is not torch.Tensor:
-                    return self._hand_over(root, i, max_steps)
-                column.append(value)
-            action = entries[action_key]
+            try:
+                values = values_of(entries)
+            except KeyError:  # a key renamed
+                return self._hand_over(root, i, max_steps)
+            if not set(map(type, values)) <= _TENSOR:
+                return self._hand_over(root, i, max_steps)
+            root_rows.append(values)
+            action = values[action_at]
             if numpy_action:
                 try:
                     action = action.numpy()
                 except (RuntimeError, TypeError):  # requires grad
                     action = action.detach().cpu().numpy()
-            buffers = [np.empty((1, *shape), dtype) for shape, dtype in buffer_specs]
-            scalars = step(action, buffers, 0)
+            if row == rows:
+                obs.new_chunk()
+                row = 0
+            scalars = step(action, obs.arrays, row)
             scalar_rows.append(scalars)
-            observations = [from_numpy(buffer[0]) for buffer in buffers]
-            for column, value in zip(obs_columns, observations):
-                column.append(value)
-            flags = self._flags(scalars)
-            done = flags.get("done")
-            any_done = any_true(done) if done is not None else False
+            observations = obs.views[row]
+            row += 1
+            any_done = any_done_in(scalars)
             steps = i + 1
             next_entries = None
             if i == 0 and self.callers_root or callback is not None:
-                next_entries = self._next_entries(observations, scalars, flags)
+                next_entries = self._next_entries(observations, scalars, self._flags(scalars))
                 td_set_str(root, "next", td_new(next_entries, batch, device))
                 if callback is not None:
                     callback(env, root)
             if i == max_steps - 1 or (break_when_any_done and any_done):
                 break
-            if not any_done:  # every flag False: the shift moves False flags up
-                shifted = dict(zip(obs_keys, observations))
-                shifted.update(falses)
-                new_root = step_mdp.shift_entries(entries, shifted)
-            else:
-                if next_entries is None:
-                    next_entries = self._next_entries(observations, scalars, flags)
-                new_root = step_mdp.shift_entries(entries, next_entries)
-                self._reset_finished(new_root, done)
+            # the flags the shift moves up are False: none was set, or the rows where one was
+            # start a new episode (maybe_reset)
+            new_root = shift(values, (*observations, *falses))
+            if any_done:
+                self._reset_finished(new_root, scalars)
             root = td_new(new_root, batch, device)
         return self._result(steps)
+
+    def _done_reader(self) -> Callable[[tuple], bool]:
+        """``scalars -> bool(done.any())`` with ``done`` by the done rule (``fill_level``),
+        read from the flags the library gave without building them."""
+        keys = self.scalar_keys
+        sources = done_sources(self.level, keys)
+        at = [keys.index(key) for key in sources]
+        if not at:
+            return lambda scalars: False
+        if not self.batch:  # one flag each, a Python or NumPy bool (or a 1-element array)
+            if len(at) == 1:
+                return lambda scalars: bool(scalars[at[0]])
+            first, second = at
+            return lambda scalars: bool(scalars[first] or scalars[second])
+        return lambda scalars: any(any_true(scalars[j]) for j in at)
 
     def _flag_names(self) -> list[tuple[str, torch.Size]]:
         return [(name, shape) for name, shape in zip(self.level.names, self.level.shapes)]
@@ -264,38 +325,35 @@ class _Loop:
         ):
             return False
         self.layout = tuple(entries)
-        self.root_columns = [[] for _ in self.layout]
         self.root_device = root.device
         return True
 
-    def _reset_finished(self, new_root: dict, done: np.ndarray) -> None:
-        """Start new episodes where ``done`` holds (as ``maybe_reset``), updating ``new_root``."""
-        env, stepper = self.env, self.stepper
+    def _reset_finished(self, new_root: dict, scalars: tuple) -> None:
+        """Start new episodes where this step's ``done`` holds (as ``maybe_reset``): their
+        observations in ``new_root`` become the reset's."""
+        stepper = self.stepper
         buffers = [np.empty((1, *leaf.shape), leaf.numpy_dtype) for leaf in stepper.obs_leaves]
-        flags = {name: np.zeros(tuple(shape), dtype=bool) for name, shape in self._flag_names()}
-        if self.batch:
-            mask = torch.from_numpy(np.ascontiguousarray(done).reshape(*self.batch, 1))
-            request = td_new({"_reset": mask}, self.batch, env.device)
-            stepper.reset(request if stepper.reset_reads_input else None, buffers, 0)
-            rows = mask.reshape(-1)
-            for key, buffer in zip(self.obs_keys, buffers):
-                new, old = torch.from_numpy(buffer[0]), new_root[key]
-                where = rows.reshape(-1, *([1] * (new.ndim - 1)))
-                new_root[key] = torch.where(where, new, old)
-        else:
+        if not self.batch:
             stepper.reset(None, buffers, 0)
             for key, buffer in zip(self.obs_keys, buffers):
                 new_root[key] = torch.from_numpy(buffer[0])
-        for name, value in flags.items():
-            new_root[name] = torch.from_numpy(value)
+            return
+        done = self._flags(scalars)["done"]
+        mask = torch.from_numpy(np.ascontiguousarray(done).reshape(*self.batch, 1))
+        request = td_new({"_reset": mask}, self.batch, self.env.device)
+        stepper.reset(request if stepper.reset_reads_input else None, buffers, 0)
+        rows = mask.reshape(-1)
+        for key, buffer in zip(self.obs_keys, buffers):
+            new, old = torch.from_numpy(buffer[0]), new_root[key]
+            where = rows.reshape(-1, *([1] * (new.ndim - 1)))
+            new_root[key] = torch.where(where, new, old)
 
     # ------------------------------------------------------------------ results
     def _next_columns(self, start: int, stop: int) -> dict[str, torch.Tensor]:
         """Steps ``start:stop`` of every ``"next"`` leaf, ``[*batch, T, ...]``, in order."""
-        dim = len(self.batch)
         values = {
-            key: torch.stack(column[start:stop], dim)
-            for key, column in zip(self.obs_keys, self.obs_columns)
+            key: self._time_after_batch(self.obs.column(j, start, stop))
+            for j, key in enumerate(self.obs_keys)
         }
         rows = self.scalar_rows[start:stop]
         present = {}
@@ -328,9 +386,8 @@ class _Loop:
         batch = torch.Size((*self.batch, steps))
         try:
             next_source = self._next_columns(0, steps)
-            source = {
-                key: torch.stack(column, dim) for key, column in zip(self.layout, self.root_columns)
-            }
+            columns = zip(*self.root_rows)
+            source = {key: torch.stack(column, dim) for key, column in zip(self.layout, columns)}
         except RuntimeError:  # entries whose shape changed between steps
             if self.return_contiguous:
                 raise
@@ -346,7 +403,7 @@ class _Loop:
         out = []
         dim = len(self.batch)
         for i in range(steps):
-            source = {key: column[i] for key, column in zip(self.layout, self.root_columns)}
+            source = dict(zip(self.layout, self.root_rows[i]))
             nxt = {key: value.select(dim, 0) for key, value in self._next_columns(i, i + 1).items()}
             source["next"] = td_new(nxt, self.batch, self.env.device)
             out.append(td_new(source, self.batch, self.root_device))
@@ -354,8 +411,7 @@ class _Loop:
 
     def _hand_over(self, root: TensorDictBase, step: int, max_steps: int) -> TensorDictBase:
         """Run steps ``step:`` on the general path (its policy skips ``root``, already seen)."""
-        for column in self.root_columns:
-            del column[step:]
+        del self.root_rows[step:]
         rest = self.general(
             self.env,
             max_steps - step,

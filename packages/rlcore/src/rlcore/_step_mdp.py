@@ -444,6 +444,27 @@ class StepMDP:
                     entries[key] = value.copy() if _is_node(value) else value
         return entries
 
+    def shift_layout(
+        self, root_keys: Sequence[str], next_keys: Sequence[str]
+    ) -> Callable[[tuple, tuple], dict[str, Any]]:
+        """``shift_entries`` compiled for one layout of tensors (``flat`` shifts only):
+        ``shift(root_values, next_values)`` (the values of ``root_keys`` and ``next_keys``, in
+        order) gives the same dict, keys in the same order, with one C call per step.
+
+        Examples:
+            >>> shift = StepMDP(env).shift_layout(("observation", "action"), ("observation",))
+            >>> shift((torch.zeros(3), torch.ones(1)), (torch.ones(3),))["observation"].tolist()
+            [1.0, 1.0, 1.0]
+        """
+        dropped = set(self._flat_exclude)
+        moved = [key for key in self._flat_next if key in next_keys]
+        source = {key: i for i, key in enumerate(root_keys) if key not in dropped}
+        offset = len(root_keys)
+        source.update((key, offset + next_keys.index(key)) for key in moved)
+        order = tuple(source)
+        pick = tuple_getter(tuple(source.values()))
+        return lambda root_values, next_values: dict(zip(order, pick((*root_values, *next_values))))
+
     def _flat_call(self, tensordict: TensorDict, next_td: TensorDict) -> TensorDict:
         entries = self.shift_entries(td_entries(tensordict), td_entries(next_td))
         return td_new(entries, tensordict.batch_size, tensordict.device)
