@@ -16,7 +16,7 @@ from ._partial_steps import placeholder_next
 from ._resets import any_true, reset_rows, terminated_or_truncated
 from ._shared_memory import keep_shared, starting_process
 from ._step_mdp import StepMDP, step_mdp
-from ._stepper import StepLeaf, Stepper, is_current, stepper_of
+from ._stepper import StepLeaf, Stepper, is_current, numpy_dtype, stepper_of
 from ._version import __version__
 from .errors import EnvClosedError, EnvError
 
@@ -30,6 +30,7 @@ __all__ = [
     "StepLeaf",
     "stepper_of",
     "is_current",
+    "numpy_dtype",
     # the step contract: transitions, the done rule, resets
     "step_mdp",
     "StepMDP",

@@ -130,10 +130,11 @@ class _ObsChunks:
     chunks allocated ahead (``rows`` steps each): no array, tensor or stack per step.
 
     ``arrays[j]`` is the current chunk of leaf ``j`` (``[rows, *leaf.shape]``) and
-    ``views[k]`` row ``k`` of every leaf as tensors, made once per chunk.
+    ``views[k]`` row ``k`` of every leaf as tensors followed by ``tail``, made once per chunk.
     """
 
-    def __init__(self, leaves: tuple, max_steps: int) -> None:
+    def __init__(self, leaves: tuple, max_steps: int, tail: tuple = ()) -> None:
+        self.tail = tail
         self.specs = [(tuple(leaf.shape), leaf.numpy_dtype) for leaf in leaves]
         row_bytes = sum(dtype.itemsize * int(np.prod(shape)) for shape, dtype in self.specs)
         self.rows = max(1, min(max_steps, CHUNK_ROWS, CHUNK_BYTES // max(row_bytes, 1)))
@@ -145,8 +146,8 @@ class _ObsChunks:
     def new_chunk(self) -> None:
         self.arrays = [np.empty((self.rows, *shape), dtype) for shape, dtype in self.specs]
         views = [torch.from_numpy(array).unbind(0) for array in self.arrays]
-        # views[k]: row k of every leaf
-        self.views = list(zip(*views)) if views else [()] * self.rows
+        tail = self.tail
+        self.views = [(*row, *tail) for row in zip(*views)] if views else [tail] * self.rows
         self.chunks.append(self.arrays)
 
     def column(self, j: int, start: int, stop: int) -> np.ndarray:
@@ -208,15 +209,22 @@ class _Loop:
         env, stepper, act = self.env, self.stepper, self.act
         batch, device = self.batch, env.device
         rules = env._step_inputs
-        action_key, numpy_action = stepper.action_key, stepper.numpy_action
+        action_key = stepper.action_key
+        numpy_action = stepper.numpy_action and not stepper.any_action
         step = stepper.step
-        self.obs = obs = _ObsChunks(stepper.obs_leaves, max_steps)
+        flag_names = self._flag_names()
+        falses = tuple(torch.zeros(shape, dtype=torch.bool) for _, shape in flag_names)
+        # each row: the step's observations, then False flags (what the shift moves up)
+        self.obs = obs = _ObsChunks(stepper.obs_leaves, max_steps, falses)
         rows = obs.rows
         root_rows, scalar_rows = self.root_rows, self.scalar_rows
         callback, break_when_any_done = self.callback, self.break_when_any_done
-        flag_names = self._flag_names()
-        falses = tuple(torch.zeros(shape, dtype=torch.bool) for _, shape in flag_names)
         any_done_in = self._done_reader()
+        # where the action is the only input leaf, one that has its shape and dtype passes the
+        # rules (InputRules.single_leaf): read here, they cost no call
+        single = rules.single_leaf() if rules is not False else None
+        action_only = single is not None and single[0] == action_key and single[1] is not None
+        action_shape, action_dtype = single[1:] if action_only else (None, None)
         layout: tuple[str, ...] = ()
         steps = row = action_at = 0
         for i in range(max_steps):
@@ -234,16 +242,18 @@ class _Loop:
                 shift = env._step_mdp.shift_layout(layout, next_keys)
             elif entries is None or len(entries) != len(layout):
                 return self._hand_over(root, i, max_steps)
-            if rules is not False:
-                rules.check(root)
             try:
                 values = values_of(entries)
             except KeyError:  # a key renamed
                 return self._hand_over(root, i, max_steps)
             if not set(map(type, values)) <= _TENSOR:
                 return self._hand_over(root, i, max_steps)
-            root_rows.append(values)
             action = values[action_at]
+            if rules is not False and (
+                not action_only or action.shape != action_shape or action.dtype != action_dtype
+            ):
+                rules.check(root)  # every input leaf, or an action the fast test did not pass
+            root_rows.append(values)
             if numpy_action:
                 try:
                     action = action.numpy()
@@ -258,7 +268,6 @@ class _Loop:
             row += 1
             any_done = any_done_in(scalars)
             steps = i + 1
-            next_entries = None
             if i == 0 and self.callers_root or callback is not None:
                 next_entries = self._next_entries(observations, scalars, self._flags(scalars))
                 td_set_str(root, "next", td_new(next_entries, batch, device))
@@ -268,7 +277,7 @@ class _Loop:
                 break
             # the flags the shift moves up are False: none was set, or the rows where one was
             # start a new episode (maybe_reset)
-            new_root = shift(values, (*observations, *falses))
+            new_root = shift(values, observations)
             if any_done:
                 self._reset_finished(new_root, scalars)
             root = td_new(new_root, batch, device)
@@ -332,7 +341,7 @@ class _Loop:
         """Start new episodes where this step's ``done`` holds (as ``maybe_reset``): their
         observations in ``new_root`` become the reset's."""
         stepper = self.stepper
-        buffers = [np.empty((1, *leaf.shape), leaf.numpy_dtype) for leaf in stepper.obs_leaves]
+        buffers = [np.empty((1, *shape), dtype) for shape, dtype in self.obs.specs]
         if not self.batch:
             stepper.reset(None, buffers, 0)
             for key, buffer in zip(self.obs_keys, buffers):

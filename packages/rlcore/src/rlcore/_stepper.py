@@ -18,7 +18,8 @@ The protocol:
   the env's value, its batch dims included) into ``out[j][row]`` and returns the values of
   ``scalar_leaves`` in order (Python or NumPy values, converted a column at a time). A value
   that does not have its leaf's shape raises ``ValueError``: nothing is broadcast into shape.
-  ``action`` is a tensor, or a NumPy array where ``numpy_action`` is set.
+  ``action`` is a tensor, or a NumPy array where ``numpy_action`` is set; a stepper that
+  sets ``any_action`` too takes either (a caller holding a tensor passes it as it is).
 - ``reset(tensordict, out, row)`` does what ``_reset(tensordict)`` does (seeding included) and
   writes the observation leaves; the done flags after a reset are the contract's (False).
   ``tensordict`` is the row's reset input, or None where there is none or where
@@ -34,6 +35,7 @@ The protocol:
 from __future__ import annotations
 
 import abc
+import functools
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
@@ -43,7 +45,7 @@ from tensordict import TensorDictBase
 if TYPE_CHECKING:
     from rlcore._env_base import EnvBase
 
-__all__ = ["StepLeaf", "Stepper", "is_current", "stepper_of"]
+__all__ = ["StepLeaf", "Stepper", "is_current", "numpy_dtype", "stepper_of"]
 
 CACHE_KEY = "stepper"
 # EnvBase's methods a stepper's paths stand in for: a class changing one keeps the general path
@@ -75,14 +77,26 @@ class StepLeaf(NamedTuple):
     @property
     def numpy_dtype(self) -> np.dtype:
         """The NumPy dtype of this leaf's buffers (``torch.from_numpy`` gives ``dtype``)."""
-        return torch.empty((), dtype=self.dtype).numpy().dtype
+        return numpy_dtype(self.dtype)
+
+
+@functools.cache
+def numpy_dtype(dtype: torch.dtype) -> np.dtype:
+    """The NumPy dtype whose arrays ``torch.from_numpy`` turns into ``dtype`` tensors (cached:
+    asking torch costs microseconds, too much for a step).
+
+    Examples:
+        >>> numpy_dtype(torch.float32), numpy_dtype(torch.bool)
+        (dtype('float32'), dtype('bool'))
+    """
+    return torch.empty((), dtype=dtype).numpy().dtype
 
 
 class Stepper(abc.ABC):
     """Steps and resets one env into row ``row`` of NumPy buffers (the protocol: module doc).
 
     Subclasses set ``action_key``, ``obs_leaves``, ``scalar_leaves`` (and ``numpy_action``,
-    ``reset_reads_input`` where they differ from the defaults) and implement ``step`` and
+    ``any_action``, ``reset_reads_input`` where they differ from the defaults) and implement ``step`` and
     ``reset``.
 
     Examples:
@@ -103,6 +117,7 @@ class Stepper(abc.ABC):
 
     action_key: str
     numpy_action: bool = False
+    any_action: bool = False
     reset_reads_input: bool = True
     obs_leaves: tuple[StepLeaf, ...]
     scalar_leaves: tuple[StepLeaf, ...] = ()

@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from rlcore import numpy_dtype
 from rlspecs import (
     Binary,
     Bounded,
@@ -203,7 +204,7 @@ def _spec_to_space(spec: TensorSpec, where: tuple) -> Any:
     dtype = getattr(spec, "dtype", None)
     if dtype == torch.bool and isinstance(spec, (Unbounded, Categorical, Bounded)):
         return spaces.Box(0, 1, shape, dtype=bool)
-    np_dtype = _numpy_dtype(dtype) if dtype is not None else None
+    np_dtype = numpy_dtype(dtype) if dtype is not None else None
     if isinstance(spec, MultiOneHot):
         nvec = np.asarray(spec.nvec, dtype=np.int64)
         return spaces.MultiDiscrete(np.broadcast_to(nvec, (*shape[:-1], nvec.size)).copy())
@@ -230,10 +231,6 @@ def _spec_to_space(spec: TensorSpec, where: tuple) -> Any:
         return spaces.Box(info.min, info.max, shape, dtype=np_dtype)
     at = f" at key {where!r}" if where else ""
     raise TypeError(UNSUPPORTED_SPEC.format(spec=spec, where=at))
-
-
-def _numpy_dtype(dtype: torch.dtype) -> np.dtype:
-    return torch.empty((), dtype=dtype).numpy().dtype
 
 
 def _first_max(values: list) -> int:
@@ -419,7 +416,7 @@ def _gym_to_torchrl_spec_transform(
     """
     spaces = _spaces()
     if dtype is not None and isinstance(spec, spaces.Box):
-        np_dtype = _numpy_dtype(dtype)
+        np_dtype = numpy_dtype(dtype)
         spec = spaces.Box(spec.low.astype(np_dtype), spec.high.astype(np_dtype), dtype=np_dtype)
     if remap_state_to_observation:
         spec = _remap_state(spec)

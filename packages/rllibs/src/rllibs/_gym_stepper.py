@@ -58,6 +58,8 @@ class GymStepper(Stepper):
         self.reset_reads_input = env._reset_reads_input()
         # NumPy rows: the env's writer minus its to_numpy (None: the row itself)
         self.write_numpy = actions.write_numpy if actions is not None else None
+        # a writer that reads rows with tolist() or int() takes a tensor as well
+        self.any_action = self.write_numpy is not None and self.write_numpy is env._write_action
         reward_dtype = torch.from_numpy(np.zeros(0, dtype=env._reward_dtype)).dtype
         flag = torch.Size((*env.batch_size, 1))
         self.obs_leaves = rows.leaves
