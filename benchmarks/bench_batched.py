@@ -27,6 +27,7 @@ Each measurement is the best of ``--repeats`` runs, the stacks interleaved run b
 from __future__ import annotations
 
 import argparse
+import functools
 import importlib.util
 import time
 from collections.abc import Callable
@@ -270,11 +271,14 @@ def _hand_loop(env, steps: int) -> Callable[[], None]:
     return run
 
 
-def _envpool_run(env, name: str, workers: int, steps: int) -> Callable[[], None]:
+def _envpool_run(env, name: str, workers: int, steps: int, constant: bool) -> Callable[[], None]:
     import numpy as np
 
     rng = np.random.default_rng(0)
-    if name == "pendulum":
+    if constant:
+        action = _constant_actions(name, workers)[0]
+        sample = lambda: action  # noqa: E731
+    elif name == "pendulum":
         sample = lambda: rng.uniform(-2.0, 2.0, (workers, 1)).astype(np.float32)  # noqa: E731
     else:
         sample = lambda: rng.integers(0, 2, workers)  # noqa: E731
@@ -283,6 +287,34 @@ def _envpool_run(env, name: str, workers: int, steps: int) -> Callable[[], None]
     def run() -> None:
         for _ in range(steps):
             env.step(sample())
+
+    return run
+
+
+def _constant_actions(name: str, workers: int) -> tuple:
+    """One fixed batched action: gymnasium's format (NumPy), and the specs' (a tensor)."""
+    import numpy as np
+
+    if name == "cartpole":  # push right; a one-hot action for the env wrappers
+        one_hot = torch.zeros(workers, 2, dtype=torch.int64)
+        one_hot[:, 1] = 1
+        return np.ones(workers, dtype=np.int64), one_hot
+    return np.full((workers, 1), 0.5, np.float32), torch.full((workers, 1), 0.5)
+
+
+def _constant_rollout_run(env, name: str, workers: int, steps: int) -> Callable[[], object]:
+    action = _constant_actions(name, workers)[1]
+    policy = lambda td: td.set("action", action)  # noqa: E731
+    return lambda: env.rollout(steps, policy, break_when_any_done=False)
+
+
+def _constant_vector_run(envs, name: str, workers: int, steps: int) -> Callable[[], object]:
+    action = _constant_actions(name, workers)[0]
+    envs.reset(seed=0)
+
+    def run():
+        for _ in range(steps):
+            envs.step(action)
 
     return run
 
@@ -297,17 +329,22 @@ def _serial_runs(name: str, workers: int, steps: int, hand: bool, opened: list) 
     ours = SerialEnv(workers, globals()[f"ours_{name}"])
     opened.append(ours)
     ours.set_seed(0)
-    runs["ours"] = _hand_loop(ours, steps) if hand else _rollout_run(ours, steps)
+    # rollouts: one constant action on every side; hand loops: each stack's own sampler
+    rollout = functools.partial(_constant_rollout_run, name=name, workers=workers, steps=steps)
+    runs["ours"] = _hand_loop(ours, steps) if hand else rollout(ours)
     if HAS_TORCHRL:
         from torchrl.envs import SerialEnv as TorchrlSerialEnv
 
         theirs = TorchrlSerialEnv(workers, globals()[f"torchrl_{name}"])
         opened.append(theirs)
         theirs.set_seed(0)
-        runs["torchrl"] = _hand_loop(theirs, steps) if hand else _rollout_run(theirs, steps)
+        runs["torchrl"] = _hand_loop(theirs, steps) if hand else rollout(theirs)
     vector = gym.vector.SyncVectorEnv([globals()[f"gym_{name}"]] * workers)
     opened.append(vector)
-    runs["gymnasium"] = _gym_vector_run(vector, steps)
+    if hand:
+        runs["gymnasium"] = _gym_vector_run(vector, steps)
+    else:
+        runs["gymnasium"] = _constant_vector_run(vector, name, workers, steps)
     if importlib.util.find_spec("envpool") is not None and name != "trivial":
         import envpool
 
@@ -315,18 +352,20 @@ def _serial_runs(name: str, workers: int, steps: int, hand: bool, opened: list) 
             {"pendulum": PENDULUM, "cartpole": CARTPOLE}[name], num_envs=workers, num_threads=1
         )
         opened.append(pool)
-        runs["envpool"] = _envpool_run(pool, name, workers, steps)
+        runs["envpool"] = _envpool_run(pool, name, workers, steps, constant=not hand)
     return runs
 
 
 def serial_rows(quick: bool) -> list:
     """Case 3's SerialEnv rows: µs per batched step of a rollout, and of a hand loop.
 
-    ``env.rollout(steps, break_when_any_done=False)`` of ``SerialEnv(n, GymEnv)`` (the dense
-    fast path) and of a trivial EnvBase (the general path), against torchrl's SerialEnv,
-    gymnasium's ``SyncVectorEnv`` (``step(action_space.sample())``) and EnvPool with one
-    thread; for Pendulum and CartPole with 4 envs, also a hand ``rand_action`` +
-    ``step_and_maybe_reset`` loop (torchrl: the same loop).
+    ``env.rollout(steps, constant policy, break_when_any_done=False)`` of
+    ``SerialEnv(n, GymEnv)`` (the rollout's stepper loop) and of a trivial EnvBase (the
+    general path), against torchrl's SerialEnv (the same policy), gymnasium's
+    ``SyncVectorEnv`` and EnvPool with one thread (``step`` with the same constant action);
+    for Pendulum and CartPole with 4 envs, also a hand ``rand_action`` +
+    ``step_and_maybe_reset`` loop (torchrl: the same loop; gymnasium and EnvPool draw their
+    own random actions: those rows compare samplers too).
     """
     from _harness import Row, Target, closing_all, median_per_unit
 
@@ -341,9 +380,13 @@ def serial_rows(quick: bool) -> list:
             runs = _serial_runs(name, workers, steps, hand, opened)
             values = {k: v * 1e6 for k, v in median_per_unit(runs, steps, repeats).items()}
         target = None
-        if name == "pendulum" and workers == 4:
+        if workers == 4 and not hand:
             target = Target("ours ≤ SyncVectorEnv", lambda v: v["ours"] <= v["gymnasium"])
-        kind = ", step_and_maybe_reset loop" if hand else ""
+        kind = (
+            ", step_and_maybe_reset loop, random actions (compares samplers too)"
+            if hand
+            else ", constant action"
+        )
         case = f"3. SerialEnv({workers}, {DISPLAY[name]}){kind}"
         rows.append(Row(case, "µs/batched step", values, notes=dict(notes), target=target))
     return rows
@@ -379,7 +422,7 @@ def _parallel_runs(
 
     Ours once per process count (``ours/<k>``); gymnasium's ``AsyncVectorEnv`` (shared memory,
     the same start method); EnvPool with 2 threads (Pendulum); torchrl's ``ParallelEnv`` under
-    fork. Ours are built first: a fork server started by them has our modules preloaded.
+    fork. One constant action everywhere (a policy writing it; ``step`` with it). Ours are built first: a fork server started by them has our modules preloaded.
     """
     import gymnasium as gym
 
@@ -388,19 +431,19 @@ def _parallel_runs(
         env = _ours_parallel(workers, name, method, k)
         opened.append(env)
         env.set_seed(0)
-        runs[f"ours/{k}"] = _rollout_run(env, steps)
+        runs[f"ours/{k}"] = _constant_rollout_run(env, name, workers, steps)
     vector = gym.vector.AsyncVectorEnv(
         [globals()[f"gym_{name}"]] * workers, shared_memory=True, context=method
     )
     opened.append(vector)
-    runs["gymnasium"] = _gym_vector_run(vector, steps)
+    runs["gymnasium"] = _constant_vector_run(vector, name, workers, steps)
     if HAS_TORCHRL and method == "fork":
         from torchrl.envs import ParallelEnv as TorchrlParallelEnv
 
         theirs = TorchrlParallelEnv(workers, globals()[f"torchrl_{name}"], mp_start_method=method)
         opened.append(theirs)
         theirs.set_seed(0)
-        runs["torchrl"] = _rollout_run(theirs, steps)
+        runs["torchrl"] = _constant_rollout_run(theirs, name, workers, steps)
     if importlib.util.find_spec("envpool") is not None and name != "trivial":
         import envpool
 
@@ -408,7 +451,7 @@ def _parallel_runs(
             {"pendulum": PENDULUM, "cartpole": CARTPOLE}[name], num_envs=workers, num_threads=2
         )
         opened.append(pool)
-        runs["envpool"] = _envpool_run(pool, name, workers, steps)
+        runs["envpool"] = _envpool_run(pool, name, workers, steps, constant=True)
     return runs
 
 
@@ -424,7 +467,8 @@ def _issue27_target():
 
 
 def parallel_rows(quick: bool) -> list:
-    """Case 3's ParallelEnv rows: µs per batched step of ``rollout(steps)``, one row per split.
+    """Case 3's ParallelEnv rows: µs per batched step of ``rollout(steps)`` with a constant
+    action (every stack steps the same one), one row per split.
 
     ``ParallelEnv(4, Pendulum)`` with one process per sub-env and with ``num_processes=2`` (the
     default on 2 cores: one process per sub-env up to the usable cores),
@@ -458,7 +502,7 @@ def parallel_rows(quick: bool) -> list:
         default = _default_processes(workers)
         for k in processes:
             split = f", num_processes={k}" + (" (default here)" if k == default else "")
-            case = f"3. ParallelEnv({workers}, {DISPLAY[name]}{split}), {method}"
+            case = f"3. ParallelEnv({workers}, {DISPLAY[name]}{split}), {method}, constant action"
             row_values = {"ours": values[f"ours/{k}"], **theirs}
             row_target = target if k == default or len(processes) == 1 else None
             rows.append(

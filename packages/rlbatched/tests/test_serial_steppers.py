@@ -182,11 +182,45 @@ def test_fast_path_is_taken():
     assert all(env.step_calls == 20 for env in general._envs)
 
 
+def test_rollout_runs_the_rollouts_stepper_loop(monkeypatch):
+    """A rollout goes through the SerialEnv's own stepper (the rollout's stepper loop, as for a
+    vector GymEnv), not through a batched step per step."""
+    from rlbatched._serial_steppers import SerialStepper
+    from rlcore import stepper_of
+
+    make = [lambda i=i: WalkEnv(horizon=5 + 3 * i, reads_input=False) for i in range(3)]
+    fast, general = pair(make=make)
+    assert isinstance(stepper_of(fast), SerialStepper) and stepper_of(general) is None
+
+    def no_batched_steps(self, tensordict):
+        raise AssertionError("a batched step during the rollout")
+
+    monkeypatch.setattr(SteppedBatch, "step", no_batched_steps)
+    one, two = both(fast, general, lambda env: env.rollout(30, break_when_any_done=False))
+    assert_same(one, two)
+    assert bool(one["next", "done"].any())
+
+
+def test_closed_env_rollout_from_a_tensordict_raises_on_the_stepper_loop():
+    fast, _ = pair(make=[functools.partial(WalkEnv, reads_input=False)] * 3)
+    td = fast.reset()
+    td = fast.rand_action(td)
+    fast.close()
+    with pytest.raises(EnvClosedError):
+        fast.rollout(3, auto_reset=False, tensordict=td)
+    assert fast.is_closed
+
+
 @pytest.mark.parametrize("numpy_action", [True, False])
 @pytest.mark.parametrize("break_when_any_done", [True, False])
-def test_rollouts_identical(numpy_action, break_when_any_done):
-    """Seeded rollouts, with auto-resets of the sub-envs that end, are identical."""
-    make = [lambda i=i: WalkEnv(horizon=4 + i, numpy_action=numpy_action) for i in range(3)]
+@pytest.mark.parametrize("reads_input", [True, False], ids=["batched-steps", "serial-stepper"])
+def test_rollouts_identical(numpy_action, break_when_any_done, reads_input):
+    """Seeded rollouts, with auto-resets of the sub-envs that end, are identical (resets that
+    read no input: the rollout runs the SerialEnv's own stepper)."""
+    make = [
+        lambda i=i: WalkEnv(horizon=4 + i, numpy_action=numpy_action, reads_input=reads_input)
+        for i in range(3)
+    ]
     fast, general = pair(make=make)
     for env in (fast, general):
         env.set_seed(3)

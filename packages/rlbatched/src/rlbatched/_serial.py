@@ -13,7 +13,7 @@ from rlcore.step_inputs import ACTION, STATE
 
 from . import _tensordict_ops
 from ._batched_base import BatchedEnvBase, move, step_function
-from ._serial_steppers import SteppedBatch, note_sub_env
+from ._serial_steppers import SerialStepper, SteppedBatch, note_sub_env
 
 __all__ = ["SerialEnv"]
 
@@ -103,6 +103,7 @@ class SerialEnv(BatchedEnvBase):
         self._stepped = None
         if self._steppers_allowed and self._use_buffers and not self._lazy_stack:
             self._stepped = SteppedBatch.build(self, envs)
+        self.empty_cache()  # a stepper made from the old plan (_stepper) goes with it
 
     def _current_stepped(self) -> SteppedBatch | None:
         """The stepped batch, decided again first if a sub-env's specs changed since."""
@@ -111,6 +112,17 @@ class SerialEnv(BatchedEnvBase):
             self._plan_steps()
             stepped = self._stepped
         return stepped
+
+    def _stepper(self) -> SerialStepper | None:
+        """The sub-envs' steppers as one (``SerialStepper``), for the rollout's stepper loop:
+        where the stepper path applies, on this env's device, with resets reading no input."""
+        if self._must_reset:  # closed: starting again is a reset's to do (it plans anew)
+            return None
+        self.start()
+        stepped = self._current_stepped()
+        if stepped is None or stepped.reset_reads_input or stepped.device != self.device:
+            return None
+        return SerialStepper(stepped, self._open_for_step)
 
     def close(self) -> None:
         """Close every sub-env; ``reset`` creates them again (``step`` raises until then)."""

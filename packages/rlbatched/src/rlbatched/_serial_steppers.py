@@ -19,7 +19,8 @@ dtype, a gradient, another device), takes the general path.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 import torch
@@ -31,7 +32,7 @@ from rlspecs.private_apis import td_new
 
 from . import _tensordict_ops
 
-__all__ = ["SUB_ENV_NOTE", "SteppedBatch", "note_sub_env"]
+__all__ = ["SUB_ENV_NOTE", "SerialStepper", "SteppedBatch", "note_sub_env"]
 
 SUB_ENV_NOTE = "raised by sub-env {index} of {owner} during {phase}"
 
@@ -196,6 +197,78 @@ class SteppedBatch:
             StepLeaf(name, torch.Size(shape[1:]), spec.dtype)
             for name, shape, spec in zip(self.level.names, self.level.shapes, self.level.specs)
         ]
+
+
+class SerialStepper(Stepper):
+    """A SerialEnv's sub-env steppers as one stepper of batch ``(N,)``, for its rollout.
+
+    ``EnvBase.rollout`` runs its stepper loop on it (``rlcore._rollout_stepper``), as for a
+    vector ``GymEnv``: row ``row`` of a buffer is the batched step's ``[N, ...]`` block, which
+    sub-env ``i`` fills at ``[row, i]``; the scalar leaves come back a column at a time. A reset
+    resets the sub-envs its ``"_reset"`` mask flags (all without one) and leaves the other rows
+    as they are: the rollout merges by the mask. Offered where the sub-envs' resets read no
+    input (``SerialEnv._stepper``).
+
+    Examples:
+        >>> from rlbatched import SerialEnv
+        >>> from rlcore import stepper_of
+        >>> from rllibs import GymEnv
+        >>> stepper = stepper_of(SerialEnv(2, lambda: GymEnv("Pendulum-v1")))
+        >>> [tuple(leaf.shape) for leaf in stepper.obs_leaves]
+        [(2, 3)]
+    """
+
+    def __init__(self, batch: SteppedBatch, open_for_step: Callable[[], None]) -> None:
+        first = batch.steppers[0]
+        self.open_for_step = open_for_step  # the env's: raises once it is closed
+        num = batch.batch_size[0]
+        self.batch = batch
+        self.steppers = batch.steppers
+        self.action_key = first.action_key
+        self.numpy_action = first.numpy_action
+        self.reset_reads_input = True  # the "_reset" mask
+        self.obs_leaves = tuple(_batched(leaf, num) for leaf in first.obs_leaves)
+        self.scalar_leaves = tuple(_batched(leaf, num) for leaf in first.scalar_leaves)
+        self.columns = [(shape, leaf_shape, dtype) for _, shape, leaf_shape, dtype in batch.scalars]
+
+    def step(self, action: Any, out: list, row: int) -> tuple:
+        """Every sub-env's step with its row of ``action``, into block ``row`` of ``out``."""
+        self.open_for_step()
+        blocks = [buffer[row] for buffer in out]
+        rows = action if self.numpy_action else action.unbind(0)
+        scalars = []
+        index = 0
+        try:
+            for index, (stepper, action_row) in enumerate(zip(self.steppers, rows)):
+                scalars.append(stepper.step(action_row, blocks, index))
+        except Exception as err:
+            note_sub_env(err, index, "step")
+            raise
+        return tuple(
+            _column(column, *layout) for layout, column in zip(self.columns, zip(*scalars))
+        )
+
+    def reset(self, tensordict: TensorDictBase | None, out: list, row: int) -> None:
+        """Reset the sub-envs ``tensordict["_reset"]`` flags (every one without it)."""
+        mask = None if tensordict is None else tensordict.get("_reset", None)
+        needs = [True] * len(self.steppers) if mask is None else _rows_flagged(mask)
+        blocks = [buffer[row] for buffer in out]
+        index = 0
+        try:
+            for index, (stepper, need) in enumerate(zip(self.steppers, needs)):
+                if need:
+                    stepper.reset(None, blocks, index)
+        except Exception as err:
+            note_sub_env(err, index, "reset")
+            raise
+
+
+def _batched(leaf: StepLeaf, num: int) -> StepLeaf:
+    return StepLeaf(leaf.key, torch.Size((num, *leaf.shape)), leaf.dtype)
+
+
+def _rows_flagged(mask: torch.Tensor) -> list[bool]:
+    return mask.reshape(mask.shape[0], -1).any(-1).tolist()
 
 
 def _ordered(source: dict, order: list) -> dict:

@@ -497,10 +497,11 @@ class EnvSpecsMixin:
             dependents.call()
 
     def _cache_get(self, name: str, compute: Any) -> Any:
-        cache = self.__dict__["_cache"]
-        value = cache.get(name)
+        value = self.__dict__["_cache"].get(name)
         if value is None:
-            value = cache[name] = compute()
+            value = compute()
+            # into the cache as it is now: a compute that changed the env emptied it
+            self.__dict__["_cache"][name] = value
         return value
 
     @property

@@ -32,7 +32,7 @@ from torch import nn
 from rlcore._done_rule import done_sources, fill_level
 from rlcore._resets import any_true
 from rlcore._step_mdp import tuple_getter
-from rlcore._stepper import Stepper, stepper_of
+from rlcore._stepper import Stepper, is_current, stepper_of
 from rlspecs.private_apis import td_entries, td_has_names, td_is_locked, td_new, td_set_str
 
 if TYPE_CHECKING:
@@ -107,6 +107,9 @@ def stepper_rollout(
     if stepper is None or len(env._done_levels) != 1:
         return None
     root = env.reset(tensordict) if auto_reset else env.maybe_reset(tensordict)
+    if not is_current(env, stepper):  # the reset changed how the env steps (a batched env's plan)
+        rest = {**options, "auto_reset": False, "tensordict": root}
+        return general(env, max_steps, policy, callback, **rest)
     loop = _Loop(env, stepper, policy, callback, options, root is tensordict, general)
     return loop.run(root, max_steps)
 
