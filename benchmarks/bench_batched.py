@@ -3,8 +3,9 @@
 Three measurements, each printed with ratios (other stack / rlbatched, > 1 means we are faster):
 
 (``serial_rows`` and ``parallel_rows`` give run.py's case 3: SerialEnv on Pendulum, CartPole and
-a trivial env, rollouts and hand loops, against torchrl, SyncVectorEnv and EnvPool (1 thread);
-ParallelEnv per start method and process split against AsyncVectorEnv and EnvPool (2 threads).
+a registered gymnasium env that does nothing, constant-action rollouts and random-action hand
+loops, against torchrl, SyncVectorEnv and EnvPool (1 thread); ParallelEnv per start method and
+process split against AsyncVectorEnv and EnvPool (2 threads), constant actions.
 The standalone run below prints the three measurements.)
 
 1. ``ParallelEnv(2, Pendulum)``: microseconds per env-step of a rollout with random actions,
@@ -37,7 +38,12 @@ from tensordict import TensorDict
 
 PENDULUM = "Pendulum-v1"
 CARTPOLE = "CartPole-v1"
-DISPLAY = {"pendulum": "Pendulum", "cartpole": "CartPole", "trivial": "Trivial"}
+DISPLAY = {
+    "pendulum": "Pendulum",
+    "cartpole": "CartPole",
+    "trivial": "Trivial",
+    "gymtrivial": "GymEnv(trivial)",
+}
 HAS_TORCHRL = importlib.util.find_spec("torchrl") is not None
 HAS_GYM = importlib.util.find_spec("gymnasium") is not None
 
@@ -146,6 +152,35 @@ def gym_trivial():
             return np.asarray(action, np.float32), 1.0, False, False, {}
 
     return TrivialGymEnv()
+
+
+TRIVIAL_ID = "rlstack-bench/Trivial-v0"  # gym_trivial's env, registered: what gym.make makes
+
+
+def _registered_trivial() -> str:
+    import gymnasium as gym
+
+    if TRIVIAL_ID not in gym.registry:
+        gym.register(TRIVIAL_ID, entry_point=gym_trivial)
+    return TRIVIAL_ID
+
+
+def ours_gymtrivial():
+    from rllibs import GymEnv
+
+    return GymEnv(_registered_trivial())
+
+
+def torchrl_gymtrivial():
+    from torchrl.envs import GymEnv
+
+    return GymEnv(_registered_trivial())
+
+
+def gym_gymtrivial():
+    import gymnasium as gym
+
+    return gym.make(_registered_trivial())
 
 
 # ---------------------------------------------------------------- timing helpers
@@ -345,7 +380,7 @@ def _serial_runs(name: str, workers: int, steps: int, hand: bool, opened: list) 
         runs["gymnasium"] = _gym_vector_run(vector, steps)
     else:
         runs["gymnasium"] = _constant_vector_run(vector, name, workers, steps)
-    if importlib.util.find_spec("envpool") is not None and name != "trivial":
+    if importlib.util.find_spec("envpool") is not None and name in ("pendulum", "cartpole"):
         import envpool
 
         pool = envpool.make_gymnasium(
@@ -360,8 +395,8 @@ def serial_rows(quick: bool) -> list:
     """Case 3's SerialEnv rows: µs per batched step of a rollout, and of a hand loop.
 
     ``env.rollout(steps, constant policy, break_when_any_done=False)`` of
-    ``SerialEnv(n, GymEnv)`` (the rollout's stepper loop) and of a trivial EnvBase (the
-    general path), against torchrl's SerialEnv (the same policy), gymnasium's
+    ``SerialEnv(n, GymEnv)`` (the rollout's stepper loop; "trivial": a registered gymnasium
+    env that does nothing, ``TRIVIAL_ID``), against torchrl's SerialEnv (the same policy), gymnasium's
     ``SyncVectorEnv`` and EnvPool with one thread (``step`` with the same constant action);
     for Pendulum and CartPole with 4 envs, also a hand ``rand_action`` +
     ``step_and_maybe_reset`` loop (torchrl: the same loop; gymnasium and EnvPool draw their
@@ -374,7 +409,7 @@ def serial_rows(quick: bool) -> list:
     notes = {"gymnasium": "SyncVectorEnv", "envpool": "1 thr"}
     cases = [(name, workers, False) for name in ("pendulum", "cartpole") for workers in (2, 4)]
     cases += [("pendulum", 4, True), ("cartpole", 4, True)]
-    cases += [("trivial", workers, False) for workers in (2, 4)]
+    cases += [("gymtrivial", workers, False) for workers in (2, 4)]
     for name, workers, hand in cases:
         with closing_all() as opened:
             runs = _serial_runs(name, workers, steps, hand, opened)

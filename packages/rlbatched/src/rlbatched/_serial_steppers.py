@@ -268,6 +268,9 @@ def _batched(leaf: StepLeaf, num: int) -> StepLeaf:
 
 
 def _rows_flagged(mask: torch.Tensor) -> list[bool]:
+    """Which rows a ``"_reset"`` mask flags (any of a row's flags), as Python bools."""
+    if mask.numel() == mask.shape[0]:  # one flag a row: read them as they are
+        return mask.reshape(-1).tolist()
     return mask.reshape(mask.shape[0], -1).any(-1).tolist()
 
 

@@ -29,7 +29,7 @@ from tensordict import LazyStackedTensorDict, TensorDict, TensorDictBase
 from tensordict.nn import TensorDictModuleBase
 from torch import nn
 
-from rlcore._done_rule import done_sources, fill_level
+from rlcore._done_rule import done_from, done_sources, fill_level
 from rlcore._resets import any_true
 from rlcore._step_mdp import tuple_getter
 from rlcore._stepper import Stepper, is_current, stepper_of
@@ -195,6 +195,8 @@ class _Loop:
         self.scalar_keys = tuple(leaf.key for leaf in stepper.scalar_leaves)
         self.scalar_dtypes = [leaf.numpy_dtype for leaf in stepper.scalar_leaves]
         self.scalar_shapes = [tuple(leaf.shape) for leaf in stepper.scalar_leaves]
+        # the flags done is read from (the done rule's sources among those the library gives)
+        self.done_keys = done_sources(self.level, self.scalar_keys)
         # "next" in the step contract's order: observations, rewards, done flags
         self.next_order = [
             *env.full_observation_spec.keys(),
@@ -290,8 +292,7 @@ class _Loop:
         """``scalars -> bool(done.any())`` with ``done`` by the done rule (``fill_level``),
         read from the flags the library gave without building them."""
         keys = self.scalar_keys
-        sources = done_sources(self.level, keys)
-        at = [keys.index(key) for key in sources]
+        at = [keys.index(key) for key in self.done_keys]
         if not at:
             return lambda scalars: False
         if not self.batch:  # one flag each, a Python or NumPy bool (or a 1-element array)
@@ -299,7 +300,20 @@ class _Loop:
                 return lambda scalars: bool(scalars[at[0]])
             first, second = at
             return lambda scalars: bool(scalars[first] or scalars[second])
-        return lambda scalars: any(any_true(scalars[j]) for j in at)
+        if len(at) == 1:
+            return lambda scalars: any_true(scalars[at[0]])
+        first, second = at
+        return lambda scalars: any_true(scalars[first]) or any_true(scalars[second])
+
+    def _done_in(self, scalars: tuple) -> np.ndarray:
+        """This step's ``done`` (a new NumPy bool array), by the done rule from the flags the
+        library gave (``done_sources``)."""
+        keys = self.scalar_keys
+        flags = [np.asarray(scalars[keys.index(key)], bool) for key in self.done_keys]
+        done = flags[0].copy()
+        for flag in flags[1:]:
+            done = done_from(done, flag.reshape(done.shape))
+        return done
 
     def _flag_names(self) -> list[tuple[str, torch.Size]]:
         return [(name, shape) for name, shape in zip(self.level.names, self.level.shapes)]
@@ -350,8 +364,8 @@ class _Loop:
             for key, buffer in zip(self.obs_keys, buffers):
                 new_root[key] = torch.from_numpy(buffer[0])
             return
-        done = self._flags(scalars)["done"]
-        mask = torch.from_numpy(np.ascontiguousarray(done).reshape(*self.batch, 1))
+        done = self._done_in(scalars)
+        mask = torch.from_numpy(done.reshape(*self.batch, 1))
         request = td_new({"_reset": mask}, self.batch, self.env.device)
         stepper.reset(request if stepper.reset_reads_input else None, buffers, 0)
         rows = mask.reshape(-1)
