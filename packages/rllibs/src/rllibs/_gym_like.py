@@ -91,7 +91,8 @@ class GymLikeEnv(LibraryWrapperAPI, EnvBase):
     def _take_seed(self, seed: int | None) -> int | None:
         """``seed``, or else the pending one from ``set_seed`` (used up: later resets don't reseed)."""
         if seed is None:
-            seed, self._pending_seed = self._pending_seed, None
+            seed = self._pending_seed
+            vars(self)["_pending_seed"] = None  # per reset: not through nn.Module.__setattr__
         return seed
 
     def _reset(self, tensordict: TensorDictBase | None = None, **kwargs: Any) -> TensorDictBase:
