@@ -29,7 +29,9 @@ class SerialEnv(BatchedEnvBase):
     Stepper path: when every sub-env offers a stepper with the same layout (every unbatched
     ``GymEnv``: ``rlcore.Stepper``), steps and resets write each sub-env's results straight
     into the batched tensors (``rlbatched._serial_steppers``), with the same results as the
-    general path, which stacks one tensordict per sub-env and runs for anything else.
+    general path, which stacks one tensordict per sub-env and runs for anything else. A
+    rollout then runs ``EnvBase.rollout``'s stepper loop over the sub-env steppers as one
+    (``SerialStepper``) where their resets read no input, as for a vector ``GymEnv``.
 
     ``use_buffers=False`` (the default for sub-envs with dynamic specs) leaves the stepper path
     out and stacks the sub-envs' outputs as they come: densely where they stack, else lazily
