@@ -88,7 +88,7 @@ def test_rl_warnings_true_keeps_the_warning(monkeypatch, value):
 
 def test_rl_warnings_not_a_truth_value_raises(monkeypatch):
     monkeypatch.setenv("RL_WARNINGS", "sometimes")
-    with pytest.raises(ValueError, match=r"RL_WARNINGS='sometimes' is not a truth value"):
+    with pytest.raises(ValueError, match=r"Invalid truth value 'sometimes' for RL_WARNINGS"):
         _collector(25)
 
 

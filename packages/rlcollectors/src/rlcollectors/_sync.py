@@ -16,6 +16,7 @@ from tensordict.utils import NestedKey
 from torch import nn
 
 from rlcore import EnvBase, import_optional
+from rlcore.env_flags import truth_value
 from rlspecs import parse_device
 from rltransforms import StepCounter, TransformedEnv
 
@@ -42,12 +43,6 @@ _TOTAL_FRAMES_REMAINDER = (
     "total_frames ({total}) is not exactly divisible by frames_per_batch ({frames})."
     "This means {extra} additional frames will be collected."
     "To silence this message, set the environment variable RL_WARNINGS to False."
-)
-_TRUE_WORDS = ("y", "yes", "t", "true", "on", "1")
-_FALSE_WORDS = ("n", "no", "f", "false", "off", "0")
-_BAD_RL_WARNINGS = (
-    "the environment variable RL_WARNINGS={value!r} is not a truth value; expected one of "
-    "{true} (warn) or {false} (silence)."
 )
 _NO_TRUNCATED = (
     "set_truncated was set to True but no truncated key could be found in the environment "
@@ -79,14 +74,7 @@ def rl_warnings_enabled() -> bool:
     Read at each call (torchrl 0.4 reads it once, at import); unset means on. Accepts
     the words torchrl's ``strtobool`` does, in any case.
     """
-    value = os.environ.get("RL_WARNINGS", "1")
-    if value.lower() in _TRUE_WORDS:
-        return True
-    if value.lower() in _FALSE_WORDS:
-        return False
-    raise ValueError(
-        _BAD_RL_WARNINGS.format(value=value, true=list(_TRUE_WORDS), false=list(_FALSE_WORDS))
-    )
+    return truth_value("RL_WARNINGS", os.environ.get("RL_WARNINGS", "1"))
 
 
 def warn_total_frames_remainder(total_frames: int | None, frames_per_batch: int) -> None:

@@ -14,16 +14,12 @@ import os
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+from rlcore.env_flags import truth_value
+
 __all__ = ["ENV_VAR", "auto_unwrap_transformed_env", "set_auto_unwrap_transformed_env"]
 
 ENV_VAR = "AUTO_UNWRAP_TRANSFORMED_ENV"
 _DEFAULT = False  # unset: torchrl 0.4's nesting (the seed era); current torchrl unwraps
-_TRUE = ("y", "yes", "t", "true", "on", "1")
-_FALSE = ("n", "no", "f", "false", "off", "0")
-INVALID_TRUTH_VALUE = (
-    "Invalid truth value {value!r} for AUTO_UNWRAP_TRANSFORMED_ENV: expected one of "
-    "y, yes, t, true, on, 1 or n, no, f, false, off, 0 (any case)"
-)
 MODE_TYPE_ERROR = (
     "set_auto_unwrap_transformed_env(mode) takes a bool (True: unwrap nested TransformedEnvs, "
     "False: keep them nested), got {value!r} of type {type}"
@@ -38,12 +34,7 @@ F = TypeVar("F", bound=Callable[..., Any])
 def _as_bool(value: bool | str) -> bool:
     if isinstance(value, bool):
         return value
-    lowered = value.strip().lower()
-    if lowered in _TRUE:
-        return True
-    if lowered in _FALSE:
-        return False
-    raise ValueError(INVALID_TRUTH_VALUE.format(value=value))
+    return truth_value(ENV_VAR, value)
 
 
 def _write(mode: bool | str | None) -> None:
