@@ -361,6 +361,13 @@ class InputRules:
             return self.tree.check(tensordict, self.where, require_actions) or None
         if self.root and type(tensordict) is TensorDict:
             entries = td_entries(tensordict)
+            if len(rules) == 1:  # one leaf (an action): of its shape and dtype, it passes
+                rule = rules[0]
+                value = entries.get(self.keys[0][0])
+                if value is not None and (
+                    rule.shape is None or (value.shape == rule.shape and value.dtype is rule.dtype)
+                ):
+                    return None
             values = [entries.get(key[0]) for key in self.keys]
         else:
             values = get_many(tensordict, self.keys)
