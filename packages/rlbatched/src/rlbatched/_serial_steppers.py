@@ -32,7 +32,7 @@ from rlspecs.private_apis import td_new
 
 from . import _tensordict_ops
 
-__all__ = ["SUB_ENV_NOTE", "SerialStepper", "SteppedBatch", "note_sub_env"]
+__all__ = ["SUB_ENV_NOTE", "SerialStepper", "SteppedBatch", "note_sub_env", "step_rows"]
 
 SUB_ENV_NOTE = "raised by sub-env {index} of {owner} during {phase}"
 
@@ -48,6 +48,22 @@ def note_sub_env(err: BaseException, index: int, phase: str, owner: str = "Seria
         err.add_note(note)
     else:  # Python 3.10
         err.__notes__ = [*getattr(err, "__notes__", ()), note]
+
+
+def step_rows(steppers: Sequence[Stepper], actions: Sequence, out: list) -> list[tuple]:
+    """Step sub-env ``i`` with ``actions[i]`` into row ``i`` of ``out``; each one's scalars.
+
+    An error gets the note naming the sub-env that raised it (``note_sub_env``).
+    """
+    scalars = []
+    index = 0
+    try:
+        for index, (stepper, action) in enumerate(zip(steppers, actions)):
+            scalars.append(stepper.step(action, out, index))
+    except Exception as err:
+        note_sub_env(err, index, "step")
+        raise
+    return scalars
 
 
 class SteppedBatch:
@@ -130,14 +146,7 @@ class SteppedBatch:
         else:
             rows = action.unbind(0)
         out = [np.empty(shape, dtype) for shape, dtype in self.obs_buffers]
-        scalars = []
-        row = 0
-        try:
-            for row, (stepper, action_row) in enumerate(zip(self.steppers, rows)):
-                scalars.append(stepper.step(action_row, out, row))
-        except Exception as err:
-            note_sub_env(err, row, "step")
-            raise
+        scalars = step_rows(self.steppers, rows, out)
         from_numpy = torch.from_numpy
         source = {key: from_numpy(buffer) for key, buffer in zip(self.obs_keys, out)}
         flags = {}
@@ -238,14 +247,7 @@ class SerialStepper(Stepper):
         self.open_for_step()
         blocks = [buffer[row] for buffer in out]
         rows = action if self.numpy_action else action.unbind(0)
-        scalars = []
-        index = 0
-        try:
-            for index, (stepper, action_row) in enumerate(zip(self.steppers, rows)):
-                scalars.append(stepper.step(action_row, blocks, index))
-        except Exception as err:
-            note_sub_env(err, index, "step")
-            raise
+        scalars = step_rows(self.steppers, rows, blocks)
         return tuple(
             _column(column, *layout) for layout, column in zip(self.columns, zip(*scalars))
         )
