@@ -120,14 +120,6 @@ class _BatchedInputs:
     def check(self, tensordict: TensorDictBase) -> list | None:
         return self.env._check_inputs(tensordict, "step", (ACTION, STATE))
 
-    def single_leaf(self) -> tuple | None:
-        """As ``rlcore.step_inputs.InputRules.single_leaf``, for the batch's rules."""
-        rules = self.env._input_rules((ACTION, STATE))
-        if rules[0] != "flat" or len(rules[2]) != 1 or len(rules[1][0]) != 1:
-            return None
-        rule = rules[2][0]
-        return rules[1][0][0], rule.shape, rule.dtype
-
 
 def step_function(
     env: EnvBase, post_process: bool = True

@@ -225,11 +225,6 @@ class _Loop:
         root_rows, scalar_rows = self.root_rows, self.scalar_rows
         callback, break_when_any_done = self.callback, self.break_when_any_done
         any_done_in = self._done_reader()
-        # where the action is the only input leaf, one that has its shape and dtype passes the
-        # rules (InputRules.single_leaf): read here, they cost no call
-        single = rules.single_leaf() if rules is not False else None
-        action_only = single is not None and single[0] == action_key and single[1] is not None
-        action_shape, action_dtype = single[1:] if action_only else (None, None)
         layout: tuple[str, ...] = ()
         steps = row = action_at = 0
         for i in range(max_steps):
@@ -254,10 +249,8 @@ class _Loop:
             if not set(map(type, values)) <= _TENSOR:
                 return self._hand_over(root, i, max_steps)
             action = values[action_at]
-            if rules is not False and (
-                not action_only or action.shape != action_shape or action.dtype != action_dtype
-            ):
-                rules.check(root)  # every input leaf, or an action the fast test did not pass
+            if rules is not False:
+                rules.check(root)
             root_rows.append(values)
             if numpy_action:
                 try:

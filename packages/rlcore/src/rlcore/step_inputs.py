@@ -373,24 +373,6 @@ class InputRules:
             values = get_many(tensordict, self.keys)
         return check_flat(rules, values, self.where, require_actions)
 
-    def single_leaf(self) -> tuple[str, torch.Size | None, torch.dtype | None] | None:
-        """``(key, shape, dtype)`` where the rules hold one leaf, at the root; else None.
-
-        For a caller that reads that leaf anyway (a stepper's rollout reads the action): a
-        value of exactly that shape and dtype passes ``check`` (a None shape: any value does);
-        any other is ``check``'s to judge.
-
-        Examples:
-            >>> from rlspecs import Composite, Unbounded
-            >>> rules = InputRules({"action": Composite(action=Unbounded((2,)))}, "Env.step")
-            >>> rules.single_leaf()
-            ('action', torch.Size([2]), torch.float32)
-        """
-        rules = self.rules
-        if rules is None or len(rules) != 1 or not self.root:
-            return None
-        return self.keys[0][0], rules[0].shape, rules[0].dtype
-
 
 def get_many(td: TensorDictBase, keys: list[tuple]) -> list:
     """``[td.get(key, None) for key in keys]`` for nested tuple keys (plain trees read directly).
