@@ -10,8 +10,6 @@ the specs follow, in the order they came.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-
 from tensordict import TensorDict, TensorDictBase
 
 from rlspecs import Composite
@@ -19,11 +17,15 @@ from rlspecs.private_apis import td_entries, td_is_locked
 
 __all__ = ["KeyOrder", "in_order", "root_order"]
 
+MAX_LAYOUTS = 64  # layouts remembered per KeyOrder (an env returns one or a few)
+
 
 class KeyOrder(tuple):
-    """The keys of one level, in order, with ``nested``: the order of each nested level's keys."""
+    """The keys of one level, in order, with ``nested``: the order of each nested level's keys,
+    and ``moves``: for each layout of entries met, the keys ``in_order`` moves (its cache)."""
 
     nested: dict[str, KeyOrder]
+    moves: dict[tuple[str, ...], tuple[str, ...]]
 
 
 def root_order(*specs: Composite) -> KeyOrder:
@@ -43,12 +45,18 @@ def root_order(*specs: Composite) -> KeyOrder:
                 levels.setdefault(key, []).append(leaf)
     keys = KeyOrder(order)
     keys.nested = {key: root_order(*subs) for key, subs in levels.items()}
+    keys.moves = {}
     return keys
 
 
 def in_order(td: TensorDictBase, order: tuple[str, ...]) -> TensorDictBase:
     """Puts the entries of ``td`` (a plain, unlocked tensordict) in ``order``, in place (at
     each nested level too when ``order`` is a ``KeyOrder``).
+
+    The entries that already start the order stay where they are; the others are moved to the
+    end, in order (spec keys first, then the rest as they came). Which ones move depends only
+    on the keys ``td`` holds and their order, so a ``KeyOrder`` remembers it per layout: an env
+    that returns the same keys every step pays one lookup, not a rebuild of the entries.
 
     Examples:
         >>> import torch
@@ -66,17 +74,41 @@ def in_order(td: TensorDictBase, order: tuple[str, ...]) -> TensorDictBase:
             if child is not None:
                 in_order(child, sub)
     keys = tuple(entries)
-    if keys[: len(order)] == order or td_is_locked(td):
+    if keys[: len(order)] == order:
         return td
-    ordered = {key: entries[key] for key in order if key in entries}
-    if len(ordered) < len(entries):
-        ordered.update(_rest(entries.items(), ordered))
-    if tuple(ordered) != keys:
-        # the same entries, reordered: the storage dict is rewritten with what it held
-        entries.clear()
-        entries.update(ordered)
+    moves = getattr(order, "moves", None)
+    if moves is None:
+        move = _moves(keys, order)
+    else:
+        move = moves.get(keys)
+        if move is None:
+            if len(moves) >= MAX_LAYOUTS:  # an env whose keys vary without end
+                moves.clear()
+            move = moves[keys] = _moves(keys, order)
+    if move and not td_is_locked(td):
+        pop = entries.pop
+        for key in move:
+            entries[key] = pop(key)
     return td
 
 
-def _rest(items: Iterable, taken: dict) -> Iterable:
-    return ((key, value) for key, value in items if key not in taken)
+def _moves(keys: tuple[str, ...], order: tuple[str, ...]) -> tuple[str, ...]:
+    """The keys to move to the end, in turn, so that ``keys`` read in ``order`` (spec keys
+    first, in ``order``; then the others as they came)."""
+    kept = 0
+    for key, wanted in zip(keys, order):
+        if key != wanted:
+            break
+        kept += 1
+    present = set(keys)
+    spec_keys = [key for key in order[kept:] if key in present]
+    taken = set(order)
+    rest = [key for key in keys[kept:] if key not in taken]
+    move = (*spec_keys, *rest)
+    # those already in place at the start of the tail stay (a key missing from the order)
+    start = 0
+    for key, wanted in zip(keys[kept:], move):
+        if key != wanted:
+            break
+        start += 1
+    return move[start:]

@@ -158,7 +158,8 @@ class StepPlanMixin:
         return self._cache_get("complete_step_keys", plan)
 
     def _step_proc_data(self, next_td: TensorDictBase) -> TensorDictBase:
-        keys = self.__dict__["_cache"].get("complete_step_keys")
+        cache = self.__dict__["_cache"]
+        keys = cache.get("complete_step_keys")
         if keys is None:
             keys = self._complete_step_keys
         if not self._batch_locked:
@@ -174,7 +175,7 @@ class StepPlanMixin:
             else:
                 if self.__dict__["_run_type_checks"]:
                     self._type_check(next_td)
-                return in_order(next_td, self._next_order)
+                return in_order(next_td, cache.get("next_order") or self._next_order)
         leading = self._leading_dims(next_td) if not self._batch_locked else _NO_DIMS
         for key, shape in self._reward_shapes:
             reward = _entry(next_td, key)
