@@ -13,7 +13,7 @@ from _rlcore_envs import CountingEnv
 from tensordict import TensorDict, TensorDictBase
 
 from rlcore import EnvBase, StepLeaf, Stepper, check_env_specs, done_from, stepper_of
-from rlcore.step_inputs import BAD_DTYPE, BAD_SHAPE, MISSING_ACTION
+from rlcore.step_inputs import BAD_DTYPE, BAD_SHAPE, MISSING_ACTION, InputRules
 from rlspecs import Bounded, Categorical, Composite, Unbounded
 
 FLAG = torch.Size([1])
@@ -83,6 +83,25 @@ def test_fractional_and_out_of_range_values_of_an_integer_action_raise():
         env.step(env.reset().set("action", torch.full((1,), 2.0**64, dtype=torch.float64)))
     # a whole float fits an integer action: it is taken
     assert env.step(env.reset().set("action", torch.ones(1)))["next", "observation"].item() == 1
+
+
+def test_a_nested_action_leaf_is_checked_as_a_root_one():
+    rules = InputRules(
+        {"action": Composite(agents=Composite(action=Categorical(3, (2, 1)), shape=(2,)))},
+        "Env.step",
+    )
+    good = TensorDict({"agents": {"action": torch.zeros(2, 1, dtype=torch.int64)}}, [])
+    assert rules.check(good) is None
+    with pytest.raises(ValueError, match=re.escape("has shape (2,), expected (2, 1)")):
+        rules.check(TensorDict({"agents": {"action": torch.zeros(2, dtype=torch.int64)}}, []))
+    with pytest.raises(ValueError, match="non-integer values"):
+        rules.check(TensorDict({"agents": {"action": torch.full((2, 1), 0.5)}}, []))
+    with pytest.raises(KeyError, match="'agents', 'action'"):
+        rules.check(TensorDict({"agents": {}}, []))
+    # a tensordict where the tensor should be is not taken for it
+    not_a_tensor = TensorDict({"agents": {"action": {"x": torch.zeros(2, 1)}}}, [])
+    with pytest.raises((ValueError, TypeError)):
+        rules.check(not_a_tensor)
 
 
 def test_a_missing_action_raises_naming_it_unless_the_env_ignores_its_action():

@@ -283,12 +283,14 @@ class EnvBase(StepPlanMixin, EnvSpecsMixin, nn.Module, metaclass=EnvMeta):
                 spec's dtype cannot represent (the message names the key, what was given and
                 what was expected).
         """
-        self._assert_tensordict_shape(tensordict)
+        state = self.__dict__
+        if tensordict.batch_size != state["_batch_size"]:
+            self._assert_tensordict_shape(tensordict)
         plain = type(tensordict) is TensorDict
         partial = td_entries(tensordict).get(PARTIAL_STEP) if plain else None
         if partial is not None or (not plain and PARTIAL_STEP in tensordict.keys()):
             return self._partial_step(tensordict)
-        rules = self.__dict__["_cache"].get("step_inputs")
+        rules = state["_cache"].get("step_inputs")
         if rules is None:
             rules = self._step_inputs
         if rules is not False:

@@ -384,7 +384,8 @@ class StepMDP:
             and type(tensordict) is TensorDict
             and type(next_td) is TensorDict
         ):
-            return self._flat_call(tensordict, next_td)
+            entries = self.shift_entries(td_entries(tensordict), td_entries(next_td))
+            return td_new(entries, tensordict.batch_size, tensordict.device)
         if self.keep_other:
             out = tensordict.empty()
             copy_excluding(tensordict, out, self.exclude_from_root)
@@ -464,10 +465,6 @@ class StepMDP:
         order = tuple(source)
         pick = tuple_getter(tuple(source.values()))
         return lambda root_values, next_values: dict(zip(order, pick((*root_values, *next_values))))
-
-    def _flat_call(self, tensordict: TensorDict, next_td: TensorDict) -> TensorDict:
-        entries = self.shift_entries(td_entries(tensordict), td_entries(next_td))
-        return td_new(entries, tensordict.batch_size, tensordict.device)
 
 
 _TENSOR = frozenset((torch.Tensor,))

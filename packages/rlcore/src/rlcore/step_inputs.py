@@ -359,15 +359,21 @@ class InputRules:
         rules, require_actions = self.rules, self.require_actions
         if rules is None:
             return self.tree.check(tensordict, self.where, require_actions) or None
-        if self.root and type(tensordict) is TensorDict:
+        plain = type(tensordict) is TensorDict
+        if plain and len(rules) == 1:  # one leaf (an action): of its shape and dtype, it passes
+            rule, key = rules[0], self.keys[0]
+            if len(key) == 1:
+                value = td_entries(tensordict).get(key[0])
+            else:
+                value = tensordict
+                for part in key:
+                    value = td_entries(value).get(part) if type(value) is TensorDict else None
+            if isinstance(value, torch.Tensor) and (
+                rule.shape is None or (value.shape == rule.shape and value.dtype is rule.dtype)
+            ):
+                return None
+        if plain and self.root:
             entries = td_entries(tensordict)
-            if len(rules) == 1:  # one leaf (an action): of its shape and dtype, it passes
-                rule = rules[0]
-                value = entries.get(self.keys[0][0])
-                if value is not None and (
-                    rule.shape is None or (value.shape == rule.shape and value.dtype is rule.dtype)
-                ):
-                    return None
             values = [entries.get(key[0]) for key in self.keys]
         else:
             values = get_many(tensordict, self.keys)
