@@ -49,6 +49,13 @@ def test_get_and_set_str_match_public_get_and_set():
     value = torch.arange(2)
     pa.td_set_str(td, "x", value)
     assert td.get("x") is value
+    # a locked tensordict refuses the write as td.set does
+    td.lock_()
+    with pytest.raises(RuntimeError, match="locked"):
+        td.set("y", value)
+    with pytest.raises(RuntimeError, match="locked"):
+        pa.td_set_str(td, "y", value)
+    assert "y" not in td.keys()
 
 
 @pytest.mark.parametrize("names", [None, ["batch"]])

@@ -48,6 +48,8 @@ def any_true(flag: torch.Tensor | np.ndarray | bool) -> bool:
         (True, False, True)
     """
     kind = type(flag)
+    if kind is torch.Tensor and flag.numel() == 1:  # the general path's flag of one row
+        return bool(flag)
     if kind is bool:
         return flag
     if kind is np.bool_:

@@ -75,7 +75,12 @@ def td_get_str(td: TensorDictBase, key: str, default: Any = None) -> Any:
 def td_set_str(td: TensorDictBase, key: str, value: Any) -> None:
     """``td.set(key, value)`` for a str key and a value already of ``td``'s batch shape and device."""
     # Public equivalent: td.set(key, value), which validates the shape, device and type of value.
-    td._set_str(key, value, inplace=False, validated=True, non_blocking=False)
+    if type(td) is TensorDict and not td._is_locked:
+        # what _set_str(key, value, inplace=False, validated=True) does for an unlocked plain
+        # TensorDict, without its keyword call (a third of a µs, twice a step)
+        td._tensordict[key] = value
+    else:
+        td._set_str(key, value, inplace=False, validated=True, non_blocking=False)
 
 
 def td_has_names(td: TensorDictBase) -> bool:
