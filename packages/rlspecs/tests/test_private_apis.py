@@ -30,6 +30,28 @@ def test_td_new_matches_the_constructor():
 def test_td_new_keeps_the_device():
     fast = pa.td_new({"a": torch.zeros(2)}, torch.Size([2]), torch.device("cpu"))
     assert fast.device == torch.device("cpu")
+    assert pa.td_new({}, torch.Size([]), "cpu").device == torch.device("cpu")
+
+
+@pytest.mark.parametrize("device", [None, torch.device("cpu")])
+def test_td_new_sets_what_new_unsafe_sets(device):
+    """td_new builds the instance _new_unsafe builds: the same attributes, the same values."""
+    source = {"a": torch.zeros(2)}
+    fast = pa.td_new(source, torch.Size([2]), device)
+    slow = TensorDict._new_unsafe(source, batch_size=torch.Size([2]), device=device, nested=False)
+    # _has_mps_val: a cache that _new_unsafe fills on its way when given a device (the
+    # _has_mps property computes it on first use)
+    lazy = {"_has_mps_val"}
+    assert vars(fast).keys() == vars(slow).keys() - lazy
+    for name, value in vars(slow).items():
+        assert name in lazy or vars(fast)[name] == value, name
+    # the storage is the td's own: writing to it leaves the source as it was
+    pa.td_entries(fast)["b"] = torch.ones(2)
+    assert set(source) == {"a"}
+    # what the rest of tensordict expects of a fresh instance
+    assert not fast.is_locked and fast.names == [None] and not fast.is_shared()
+    fast.set("c", torch.ones(2))
+    assert fast.clone()["c"].tolist() == [1.0, 1.0]
 
 
 def test_td_entries_is_the_live_storage():

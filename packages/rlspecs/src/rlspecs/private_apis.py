@@ -48,11 +48,20 @@ def td_new(
     the right shape on the right device, so the checks are pure cost (about 1 µs a leaf).
     Values that are plain dicts are not converted: pass tensordicts.
     """
-    # _new_unsafe copies source into its storage one key at a time in Python (about 30 ns a
-    # key); an empty one filled by dict.update does the same copy in C
-    td = TensorDict._new_unsafe(None, batch_size=batch_size, device=device, nested=False)
-    td._tensordict.update(source)
+    # TensorDict._new_unsafe(source, batch_size, device, nested=False) sets exactly these four
+    # instance attributes (tests/test_private_apis.py compares them with its); setting them
+    # here skips its keyword handling, compile check and per-key copy loop (0.7 -> 0.3 µs, on
+    # every step of every path)
+    if device is not None and type(device) is not torch.device:
+        device = torch.device(device)
+    td = _new_tensordict(TensorDict)
+    td.__dict__.update(
+        _device=device, _tensordict=dict(source), _batch_size=batch_size, _td_dim_names=None
+    )
     return td
+
+
+_new_tensordict = TensorDict.__new__
 
 
 def td_entries(td: TensorDict) -> dict[str, Any]:
